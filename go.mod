@@ -7,4 +7,12 @@ require (
 	golang.org/x/net v0.62.0
 )
 
-require golang.org/x/text v0.43.0 // indirect
+require (
+	github.com/BurntSushi/toml v1.6.0 // indirect
+	github.com/elazarl/goproxy v1.9.2 // indirect
+	github.com/miekg/dns v1.1.73 // indirect
+	github.com/rogpeppe/go-internal v1.16.0 // indirect
+	github.com/things-go/go-socks5 v0.1.1 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
