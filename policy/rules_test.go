@@ -41,7 +41,7 @@ func TestParseRule(t *testing.T) {
 		{in: "github.io", allow: true, want: "github.io"}, // private section: allowed
 		{in: "example.test", allow: true, want: "example.test"},
 		{in: "*", want: "*"},
-		{in: "com", want: "com"},        // deny lists may name public suffixes
+		{in: "com", want: "com"},         // deny lists may name public suffixes
 		{in: "*.co.uk", want: "*.co.uk"}, // likewise
 
 		{in: "", err: "empty rule"},
