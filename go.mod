@@ -15,4 +15,5 @@ require (
 	github.com/things-go/go-socks5 v0.1.1 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
 )
