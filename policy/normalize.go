@@ -102,7 +102,8 @@ func (n *Normalizer) Normalize(s string) (Host, error) {
 			return Host{}, errors.New("host ends in two dots")
 		}
 	}
-	if err := checkLabels(name); err != nil {
+	// Lengths are judged after IDNA, on the A-labels that go on the wire.
+	if err := checkLabels(name, false); err != nil {
 		return Host{}, err
 	}
 	if ascii && hasUpper(name) {
@@ -116,9 +117,9 @@ func (n *Normalizer) Normalize(s string) (Host, error) {
 			return Host{}, fmt.Errorf("invalid international name: %v", err)
 		}
 		name = a
-		if err := checkLabels(name); err != nil {
-			return Host{}, err
-		}
+	}
+	if err := checkLabels(name, true); err != nil {
+		return Host{}, err
 	}
 	if err := checkNameChars(name); err != nil {
 		return Host{}, err
@@ -151,7 +152,7 @@ func hasALabel(name string) bool {
 	return strings.HasPrefix(name, "xn--") || strings.Contains(name, ".xn--")
 }
 
-func checkLabels(name string) error {
+func checkLabels(name string, lengths bool) error {
 	if name == "" {
 		return errors.New("empty host")
 	}
@@ -161,7 +162,7 @@ func checkLabels(name string) error {
 			switch l := i - start; {
 			case l == 0:
 				return errors.New("host has an empty label")
-			case l > maxLabelLen:
+			case lengths && l > maxLabelLen:
 				return fmt.Errorf("host has a label of %d bytes, over the limit of %d", l, maxLabelLen)
 			}
 			start = i + 1

@@ -37,6 +37,8 @@ func TestParseRule(t *testing.T) {
 		{in: "localhost", want: "localhost"},
 		{in: "_dmarc.example.com", want: "_dmarc.example.com"},
 		{in: "bücher.example", want: "xn--bcher-kva.example"},
+		// 25 three-byte runes: 75 bytes of UTF-8, but a 27-byte A-label.
+		{in: strings.Repeat("例", 25) + ".example", want: "xn--fsqaaaaaaaaaaaaaaaaaaaaaaaa.example"},
 		{in: "faß.de", want: "xn--fa-hia.de"},
 		{in: "github.io", allow: true, want: "github.io"}, // private section: allowed
 		{in: "example.test", allow: true, want: "example.test"},
