@@ -121,17 +121,18 @@ func (d *Dialer) Dial(ctx context.Context, c Component, network, address string)
 // that passed the policy.
 func (d *Dialer) dialChecked(ctx context.Context, network string, addr netip.Addr, port uint16) (net.Conn, error) {
 	want := netip.AddrPortFrom(addr, port)
-	nd := net.Dialer{
-		Timeout: d.timeout(),
-		Control: func(_, address string, _ syscall.RawConn) error {
-			got, err := netip.ParseAddrPort(address)
-			if err != nil || got.Addr().Unmap() != want.Addr() || got.Port() != want.Port() {
-				return fmt.Errorf("hermetic: refusing to dial %s: only %s passed the policy", address, want)
-			}
-			return nil
-		},
-	}
+	nd := net.Dialer{Timeout: d.timeout(), Control: d.control(want)}
 	return nd.DialContext(ctx, network, want.String())
+}
+
+func (d *Dialer) control(want netip.AddrPort) func(network, address string, c syscall.RawConn) error {
+	return func(_, address string, _ syscall.RawConn) error {
+		got, err := netip.ParseAddrPort(address)
+		if err != nil || got.Addr().Unmap() != want.Addr() || got.Port() != want.Port() {
+			return fmt.Errorf("hermetic: refusing to dial %s: only %s passed the policy", address, want)
+		}
+		return nil
+	}
 }
 
 func (d *Dialer) resolver() Resolver {
