@@ -241,6 +241,4 @@ func equalStrings(a, b []string) bool {
 	return true
 }
 
-func itoa(p uint16) string {
-	return netip.AddrPortFrom(netip.IPv4Unspecified(), p).String()[len("0.0.0.0:"):]
-}
+func itoa(p uint16) string { return strconv.Itoa(int(p)) }

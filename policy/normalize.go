@@ -199,28 +199,30 @@ func parseIPv6Host(s string) (Host, error) {
 }
 
 // endsInNumber is the WHATWG URL standard's test: a host whose last label is
-// numeric must be an IPv4 address or nothing.
+// numeric (decimal, 0x hex or octal digits) must be an IPv4 address or
+// nothing. It looks at the spelling only, so an overflowing number such as
+// 0x100000000 is still numeric, and then invalid.
 func endsInNumber(name string) bool {
 	last := name[strings.LastIndexByte(name, '.')+1:]
-	if last == "" {
-		return false
-	}
-	allDigits := true
-	for i := 0; i < len(last); i++ {
-		if last[i] < '0' || last[i] > '9' {
-			allDigits = false
-			break
+	if len(last) >= 2 && last[0] == '0' && last[1] == 'x' {
+		last = last[2:]
+		for i := 0; i < len(last); i++ {
+			if c := last[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
 		}
-	}
-	if allDigits {
 		return true
 	}
-	_, ok := parseIPv4Number(last)
-	return ok
+	for i := 0; i < len(last); i++ {
+		if last[i] < '0' || last[i] > '9' {
+			return false
+		}
+	}
+	return last != ""
 }
 
-// parseIPv4Number reads one part of an inet_aton spelling: 0x hex (possibly
-// empty), a leading 0 for octal, otherwise decimal.
+// parseIPv4Number reads one part of an inet_aton spelling: 0x hex (at least
+// one digit, as inet_aton wants), a leading 0 for octal, otherwise decimal.
 func parseIPv4Number(s string) (uint64, bool) {
 	if s == "" {
 		return 0, false
@@ -230,7 +232,7 @@ func parseIPv4Number(s string) (uint64, bool) {
 	case len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'):
 		base, s = 16, s[2:]
 		if s == "" {
-			return 0, true
+			return 0, false
 		}
 	case len(s) >= 2 && s[0] == '0':
 		base, s = 8, s[1:]
