@@ -25,8 +25,10 @@ test-python:
 		cd launcher/pyshim && python3 -m unittest discover -s tests -t . ; \
 	else echo "test-python: no Python tests yet"; fi
 
+# Policy decisions, then the proxies against a direct connection in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./policy/
+	$(GO) run ./internal/cmd/proxybench
 
 # Each fuzz target runs for FUZZTIME (go test allows one target per run).
 fuzz:
