@@ -56,6 +56,10 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	switch {
 	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && isZero(b[4:12]): // 64:ff9b::/96
 		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1: // 64:ff9b:1::/48, RFC 8215 local use
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case isZero(b[0:8]) && b[8] == 0xff && b[9] == 0xff && b[10] == 0 && b[11] == 0: // ::ffff:0:0/96, IPv4-translated
+		return netip.AddrFrom4([4]byte(b[12:16])), true
 	case b[0] == 0x20 && b[1] == 0x02: // 2002::/16
 		return netip.AddrFrom4([4]byte(b[2:6])), true
 	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0: // 2001::/32

@@ -121,6 +121,12 @@ func TestDecide(t *testing.T) {
 		{name: "blocked localhost name", cfg: Config{NoNetwork: true, AllowLocalhost: true}, host: "localhost", resolved: "127.0.0.1", verdict: Allow, reason: ReasonLocalhost},
 		{name: "blocked localhost name to public", cfg: Config{NoNetwork: true, AllowLocalhost: true}, host: "a.localhost", resolved: "203.0.113.1", verdict: Deny, reason: ReasonNoNetwork},
 		{name: "allow-localhost alone", cfg: Config{AllowLocalhost: true}, host: "::1", verdict: Allow, reason: ReasonLocalhost},
+		// A localhost name is loopback only, whatever it resolves to.
+		{name: "allow-localhost name to public", cfg: Config{AllowLocalhost: true}, host: "x.localhost", resolved: "198.51.100.7", verdict: Deny, reason: ReasonNotAllowlisted},
+		{name: "allow-localhost name to private", cfg: Config{AllowLocalhost: true}, host: "x.localhost", resolved: "10.0.0.1", verdict: Deny, reason: ReasonNotAllowlisted},
+		{name: "allow-localhost name to loopback", cfg: Config{AllowLocalhost: true}, host: "x.localhost", resolved: "::1", verdict: Allow, reason: ReasonLocalhost},
+		{name: "metadata nat64 local-use", cfg: Config{Network: "open"}, host: "[64:ff9b:1::a9fe:a9fe]", verdict: Deny, reason: ReasonCloudMetadata},
+		{name: "metadata ipv4-translated", cfg: Config{Network: "open"}, host: "[::ffff:0:a9fe:a9fe]", verdict: Deny, reason: ReasonCloudMetadata},
 		{name: "allow-localhost not embedded", cfg: Config{AllowLocalhost: true}, host: "[::127.0.0.1]", verdict: Deny, reason: ReasonNotAllowlisted},
 		// Step 5.
 		{name: "resolves public", cfg: allowCfg("example.com"), host: "example.com", resolved: "93.184.216.34", verdict: Allow, reason: ReasonAllowlisted},

@@ -120,13 +120,18 @@ func (d Decision) String() string {
 
 // Refusal is a one-line message for a client or user whose connection was
 // refused: what was refused, why, and what would allow it.
+//
+// It goes to the client, which may be the code being contained, so it never
+// names an address that a name resolved to: that would hand out internal
+// addresses that the DNS filter withholds. The trace and the log have it.
 func (d Decision) Refusal() string {
 	msg := fmt.Sprintf("hermetic refused %s: %s", d.HostPort(), d.Reason)
-	if d.Addr.IsValid() && d.Addr.String() != d.Host {
-		msg += fmt.Sprintf(" (resolved to %s)", d.Addr)
+	hint := d.Hint
+	if d.Addr.IsValid() && d.Addr.String() != d.Host && d.Reason == ReasonPrivateAddress {
+		hint = "the name resolves to an internal address; hermetic's --trace line names the --allow-cidr rule that would allow it"
 	}
-	if d.Hint != "" {
-		msg += "; " + d.Hint
+	if hint != "" {
+		msg += "; " + hint
 	}
 	return msg
 }

@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// Resolver looks up the addresses of a host name. *net.Resolver satisfies it;
-// tests and --resolve inject their own.
+// Resolver looks up the addresses of a host name. The dialer always passes a
+// rooted name ("example.com."), so that no search list applies.
+// *net.Resolver satisfies it; tests and --resolve inject their own.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
@@ -75,11 +76,23 @@ func (d *Dialer) Dial(ctx context.Context, c Component, network, address string)
 		return nil, dec, &DeniedError{Decision: dec}
 	}
 
+	// One deadline covers resolution and every attempt, so a name with
+	// many unreachable addresses cannot hold a connection slot for long.
+	ctx, cancel := context.WithTimeout(ctx, d.timeout())
+	defer cancel()
+
 	var candidates []netip.Addr
-	if dec.Addr.IsValid() {
+	switch {
+	case dec.Addr.IsValid():
 		candidates = []netip.Addr{dec.Addr}
-	} else {
-		addrs, err := d.resolver().LookupNetIP(ctx, "ip", dec.Host)
+	case isLocalhostName(dec.Host):
+		// RFC 6761 §6.3: localhost names are loopback, answered here and
+		// never sent to a resolver that might say otherwise.
+		candidates = []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+	default:
+		// The rooted name: a resolver's search list must not turn the
+		// name that was decided into another one.
+		addrs, err := d.resolver().LookupNetIP(ctx, "ip", dec.Host+".")
 		if err != nil {
 			d.record(dec)
 			return nil, dec, fmt.Errorf("hermetic: resolving %s: %w", dec.Host, err)
@@ -126,7 +139,7 @@ func (d *Dialer) dialChecked(ctx context.Context, network string, addr netip.Add
 	want := netip.AddrPortFrom(addr, port)
 	// No TCP keepalive: tunnels have their own idle timeout, and the
 	// setsockopt calls are a measurable share of connection set-up.
-	nd := net.Dialer{Timeout: d.timeout(), KeepAlive: -1, Control: d.control(want)}
+	nd := net.Dialer{KeepAlive: -1, Control: d.control(want)}
 	return nd.DialContext(ctx, network, want.String())
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -22,7 +23,7 @@ func (r *recordingResolver) LookupNetIP(_ context.Context, _, host string) ([]ne
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asked = append(r.asked, host)
-	a := r.answers[host]
+	a := r.answers[strings.TrimSuffix(host, ".")]
 	if len(a) == 0 {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
@@ -83,7 +84,7 @@ func TestDialer(t *testing.T) {
 			cfg:       Config{Allow: []string{"allowed.test", "127.0.0.0/8"}},
 			answers:   map[string][][]netip.Addr{"allowed.test": {addrs("127.0.0.1")}},
 			dest:      hp("allowed.test"),
-			wantAsked: []string{"allowed.test"},
+			wantAsked: []string{"allowed.test."},
 		},
 		{
 			name:      "denied name is never resolved",
@@ -99,7 +100,7 @@ func TestDialer(t *testing.T) {
 			answers:   map[string][][]netip.Addr{"allowed.test": {addrs("169.254.169.254")}},
 			dest:      hp("allowed.test"),
 			wantErr:   ReasonCloudMetadata,
-			wantAsked: []string{"allowed.test"},
+			wantAsked: []string{"allowed.test."},
 		},
 		{
 			name:      "name resolving to loopback without a rule",
@@ -107,14 +108,21 @@ func TestDialer(t *testing.T) {
 			answers:   map[string][][]netip.Addr{"allowed.test": {addrs("127.0.0.1")}},
 			dest:      hp("allowed.test"),
 			wantErr:   ReasonPrivateAddress,
-			wantAsked: []string{"allowed.test"},
+			wantAsked: []string{"allowed.test."},
 		},
 		{
 			name:      "bad addresses skipped, good one dialled",
 			cfg:       Config{Allow: []string{"allowed.test", "127.0.0.1"}},
 			answers:   map[string][][]netip.Addr{"allowed.test": {addrs("169.254.169.254", "10.0.0.1", "127.0.0.1")}},
 			dest:      hp("allowed.test"),
-			wantAsked: []string{"allowed.test"},
+			wantAsked: []string{"allowed.test."},
+		},
+		{
+			name:      "localhost is answered locally, never resolved",
+			cfg:       Config{AllowLocalhost: true},
+			answers:   map[string][][]netip.Addr{"x.localhost": {addrs("198.51.100.7")}},
+			dest:      hp("x.localhost"),
+			wantAsked: nil,
 		},
 		{
 			name:    "self",
@@ -139,7 +147,7 @@ func TestDialer(t *testing.T) {
 			cfg:       Config{Allow: []string{"127.0.0.0/8"}, Audit: true},
 			answers:   map[string][][]netip.Addr{"other.test": {addrs("127.0.0.1")}},
 			dest:      hp("other.test"),
-			wantAsked: []string{"other.test"},
+			wantAsked: []string{"other.test."},
 		},
 		{
 			name:      "audit never lets metadata through",
@@ -147,7 +155,7 @@ func TestDialer(t *testing.T) {
 			answers:   map[string][][]netip.Addr{"other.test": {addrs("169.254.169.254")}},
 			dest:      hp("other.test"),
 			wantErr:   ReasonCloudMetadata,
-			wantAsked: []string{"other.test"},
+			wantAsked: []string{"other.test."},
 		},
 	}
 	for _, tt := range tests {

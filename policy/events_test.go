@@ -30,6 +30,25 @@ func TestTraceLine(t *testing.T) {
 	}
 }
 
+// TestRefusalHidesResolvedInternalAddress: the refusal goes to the client,
+// which must not learn internal addresses that a name resolves to.
+func TestRefusalHidesResolvedInternalAddress(t *testing.T) {
+	p, err := New(Config{Allow: []string{"example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.CheckAddr(p.Decide("api.example.com", 443), netip.MustParseAddr("10.20.30.40"))
+	if d.Reason != ReasonPrivateAddress {
+		t.Fatalf("got %v", d)
+	}
+	if r := d.Refusal(); strings.Contains(r, "10.20.30.40") {
+		t.Errorf("Refusal() = %q names the internal address", r)
+	}
+	if !strings.Contains(TraceLine(d), "addr=10.20.30.40") || !strings.Contains(d.Hint, "--allow-cidr 10.20.30.40") {
+		t.Errorf("the user-facing trace and hint must keep it: %q / %q", TraceLine(d), d.Hint)
+	}
+}
+
 func TestTraceWriterOnlyDenials(t *testing.T) {
 	var buf bytes.Buffer
 	tw := NewTraceWriter(&buf)

@@ -114,6 +114,9 @@ func FuzzDecide(f *testing.F) {
 			if c.Allowed() && (!d.Allowed() || mustDeny(a.Unmap())) {
 				t.Fatalf("CheckAddr(%v, %v) = %v", d, a, c)
 			}
+			if c.Allowed() && c.Reason == ReasonLocalhost && !a.Unmap().IsLoopback() {
+				t.Fatalf("localhost decision reached non-loopback %v: %v", a, c)
+			}
 		}
 	})
 }

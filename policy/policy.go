@@ -335,6 +335,15 @@ func (p *Policy) CheckAddr(d Decision, a netip.Addr) Decision {
 	if !d.Allowed() {
 		return d
 	}
+	if d.Reason == ReasonLocalhost && !a.IsLoopback() {
+		// --allow-localhost covers loopback, not whatever a localhost
+		// name might be made to resolve to.
+		r := ReasonNotAllowlisted
+		if p.posture == PostureBlocked {
+			r = ReasonNoNetwork
+		}
+		return deny(d, r, "", "--allow-localhost covers loopback addresses only")
+	}
 	switch p.posture {
 	case PostureBlocked:
 		// Only --allow-localhost lets a name through under blocked,

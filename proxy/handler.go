@@ -233,6 +233,8 @@ func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Co
 // which is also what the transport dials and the policy decides on.
 func prepareForward(r *http.Request, _ *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	removeHopByHop(r.Header)
+	// Trailers are hop-by-hop framing too, and may carry a Host.
+	r.Trailer = nil
 	r.Host = r.URL.Host
 	return r, nil
 }

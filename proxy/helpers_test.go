@@ -53,6 +53,8 @@ func newTestResolver() *testResolver {
 }
 
 func (r *testResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	// The dialer asks for rooted names.
+	host = strings.TrimSuffix(host, ".")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asked = append(r.asked, host)

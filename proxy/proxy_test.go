@@ -115,7 +115,7 @@ func TestPythonURLLib(t *testing.T) {
 		{"https://denied.test:" + tlsPort + "/", "URLError Tunnel connection failed: 403 Forbidden"},
 		{fmt.Sprintf("http://allowed.test:%d/x", up.port()), fmt.Sprintf("OK host=allowed.test:%d path=/x", up.port())},
 		{fmt.Sprintf("http://denied.test:%d/x", up.port()), fmt.Sprintf("HTTP 403 not-allowlisted hermetic refused denied.test:%d: not-allowlisted", up.port())},
-		{"http://meta.test/latest/meta-data/", "HTTP 403 cloud-metadata hermetic refused meta.test:80: cloud-metadata (resolved to 169.254.169.254)"},
+		{"http://meta.test/latest/meta-data/", "HTTP 403 cloud-metadata hermetic refused meta.test:80: cloud-metadata; cloud metadata is always denied"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {

@@ -258,12 +258,10 @@ func (s *Server) connect(_ context.Context, w io.Writer, req *socks5.Request) er
 		return nil
 	}
 	defer s.untrack(upstream)
-	// SendReply turns a success with anything but a *net.TCPAddr into
-	// "address type not supported"; never let a wrapped conn do that.
-	bnd, ok := upstream.LocalAddr().(*net.TCPAddr)
-	if !ok {
-		bnd = &net.TCPAddr{IP: net.IPv4zero}
-	}
+	// BND.ADDR is 0.0.0.0:0: the host's outbound address and port are
+	// none of the contained client's business (RFC 1928 lets clients
+	// ignore it for CONNECT).
+	bnd := &net.TCPAddr{IP: net.IPv4zero}
 	if err := socks5.SendReply(client, statute.RepSuccess, bnd); err != nil {
 		upstream.Close()
 		return fmt.Errorf("connect %q: replying: %w", hostport, err)

@@ -30,7 +30,7 @@ import (
 type staticResolver map[string][]netip.Addr
 
 func (r staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := r[host]; ok {
+	if a, ok := r[strings.TrimSuffix(host, ".")]; ok {
 		return a, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
