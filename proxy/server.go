@@ -122,6 +122,12 @@ func New(opts Options) (*Server, error) {
 // returns nil. It closes l.
 func (s *Server) Serve(l net.Listener) error {
 	err := s.hs.Serve(&limitListener{Listener: l, sem: s.sem, done: s.done})
+	select {
+	case <-s.done:
+		// Close was called; whichever error ended Serve is its doing.
+		return nil
+	default:
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -145,14 +151,20 @@ func (s *Server) Close() error {
 	err := s.hs.Close()
 	s.tr.CloseIdleConnections()
 
+	// Close outside the lock: closing an upstream untracks it, which
+	// takes the lock again.
 	s.mu.Lock()
+	conns := make([]net.Conn, 0, len(s.clients)+len(s.upstreams))
 	for c := range s.clients {
-		c.Close()
+		conns = append(conns, c)
 	}
 	for c := range s.upstreams {
-		c.Close()
+		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 
 	s.wg.Wait()
 	if errors.Is(err, net.ErrClosed) {
