@@ -1,64 +1,57 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/spf13/pflag"
 
+	"github.com/hermetic-dev/hermetic/launcher"
 	"github.com/hermetic-dev/hermetic/policy"
 )
 
-// listValue is a repeatable flag that appends every value. Unlike pflag's
-// StringArray it can back two flag names (an alias) without the second
-// name's first use discarding what the first collected.
-type listValue struct{ list *[]string }
-
-func (v listValue) Set(s string) error { *v.list = append(*v.list, s); return nil }
-func (v listValue) Type() string       { return "rule" }
-func (v listValue) String() string     { return strings.Join(*v.list, ",") }
-
 // policyFlags are the network-policy flags shared by `check` and running a
-// target.
+// target. The launcher defines them, so the command line, HERMETIC_FLAGS
+// and config files accept exactly the same flags and aliases.
 type policyFlags struct {
-	noNetwork      bool
-	network        string
-	allowDomains   []string
-	allowCIDRs     []string
-	denyDomains    []string
-	denyCIDRs      []string
-	allowLocalhost bool
-	audit          bool
+	fs *pflag.FlagSet
 }
 
 func (f *policyFlags) register(fs *pflag.FlagSet) {
-	fs.BoolVar(&f.noNetwork, "no-network", false, "let nothing out (loopback too, unless --allow-localhost)")
-	fs.StringVar(&f.network, "network", "", "posture: blocked, allowlist or open")
-	fs.Var(listValue{&f.allowDomains}, "allow-domain", "allow a domain and its subdomains (repeatable): example.com, *.example.com, api.example.com:443")
-	fs.Var(listValue{&f.allowCIDRs}, "allow-cidr", "allow an address or range (repeatable): 10.0.0.0/8, 2001:db8::1, [fd00::/8]:443")
-	fs.BoolVar(&f.allowLocalhost, "allow-localhost", false, "allow loopback: localhost, *.localhost, 127.0.0.0/8, ::1")
-	fs.Var(listValue{&f.denyDomains}, "deny-domain", "deny a domain and its subdomains; deny wins (repeatable; * denies everything)")
-	fs.Var(listValue{&f.denyDomains}, "deny-host", "alias of --deny-domain")
-	fs.Var(listValue{&f.denyCIDRs}, "deny-cidr", "deny an address or range; deny wins (repeatable)")
-	fs.Var(listValue{&f.denyCIDRs}, "deny-ip", "alias of --deny-cidr")
-	fs.BoolVar(&f.audit, "audit", false, "log what would be denied instead of denying it (cloud metadata stays denied)")
+	f.fs = fs
+	launcher.AddPolicyFlags(fs)
 }
 
-// engaged reports whether any network flag was given (SPEC §3.2: without
-// one the network is left alone).
+// engaged reports whether any network flag was given on the command line
+// (SPEC §3.2: without one the network is left alone).
 func (f *policyFlags) engaged() bool {
-	return f.noNetwork || f.network != "" || f.allowLocalhost ||
-		len(f.allowDomains)+len(f.allowCIDRs)+len(f.denyDomains)+len(f.denyCIDRs) > 0
+	p, err := policy.New(f.config())
+	return err != nil || p.Posture() != policy.PostureNone
 }
 
+// config is the policy the command-line flags alone describe; policy.New
+// validates its rules.
 func (f *policyFlags) config() policy.Config {
+	b := func(name string) bool { v, _ := f.fs.GetBool(name); return v }
+	s := func(name string) string { v, _ := f.fs.GetString(name); return v }
+	l := func(name string) []string { v, _ := f.fs.GetStringArray(name); return v }
 	return policy.Config{
-		NoNetwork:      f.noNetwork,
-		Network:        f.network,
-		AllowDomains:   f.allowDomains,
-		AllowCIDRs:     f.allowCIDRs,
-		DenyDomains:    f.denyDomains,
-		DenyCIDRs:      f.denyCIDRs,
-		AllowLocalhost: f.allowLocalhost,
-		Audit:          f.audit,
+		NoNetwork:      b("no-network"),
+		Network:        s("network"),
+		AllowDomains:   l("allow-domain"),
+		AllowCIDRs:     l("allow-cidr"),
+		DenyDomains:    l("deny-domain"),
+		DenyCIDRs:      l("deny-cidr"),
+		AllowLocalhost: b("allow-localhost"),
+		Audit:          b("audit"),
 	}
+}
+
+// load is the policy from every configuration source (SPEC §6): the config
+// file (pyproject.toml [tool.hermetic] or HERMETIC.toml, or --config),
+// HERMETIC_FLAGS, HERMETIC_PROFILE, the command line, then the profiles.
+// `check` calls it so that users can check their project's policy.
+func (f *policyFlags) load() (policy.Config, error) {
+	s, err := launcher.Load(launcher.Sources{Flags: f.fs})
+	if err != nil {
+		return policy.Config{}, err
+	}
+	return s.Net, nil
 }

@@ -21,13 +21,36 @@ Usage:
                                            print how the policy decides each destination
   hermetic version                         print the version
 
-Examples:
-  hermetic check --allow-domain example.com example.com.evil.test:443 169.254.169.254 sub.example.com
-  hermetic --allow-domain pypi.org --allow-domain files.pythonhosted.org -- pip install requests
-  hermetic --no-network --allow-localhost -- pytest tests/
+TARGET is a program on PATH or a path (a Python console script keeps its own
+interpreter), or a Python module or pkg.module:callable run with python3.
+Everything after -- goes to the target unchanged.
 
-Run 'hermetic check --help' for the policy flags.
+Examples:
+  hermetic --profile pypi -- pip install requests
+  hermetic --allow-domain api.example.com --trace -- python agent.py
+  hermetic --no-network --allow-localhost -- pytest tests/
+  hermetic --audit -- ./build.sh         # learn the allowlist a run needs
+  hermetic --no-network --no-subprocess --fs-readonly -- mytool --input data/
+  hermetic check --allow-domain example.com example.com.evil.test:443 169.254.169.254
+
+Settings also come from [tool.hermetic] in pyproject.toml or HERMETIC.toml
+(searched upward from the working directory, or --config FILE), and from the
+environment: HERMETIC_FLAGS (flags, as on a command line), HERMETIC_PROFILE,
+HERMETIC_FS_ROOT. The command line wins over the environment, which wins over
+the file; lists of rules add up.
+
+Exit status: the target's; 128+N when signal N killed it; 2 when a blocked
+action ended the run (or anything was blocked, with --fail-on-block); 1 for
+hermetic's own errors; 126/127 when the target cannot be run or is not found.
+
 `
+
+// printUsage prints the main usage with the run flags.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, mainUsage)
+	fmt.Fprint(w, "Flags:\n"+runFlagSet().FlagUsages())
+	fmt.Fprint(w, "\nRun 'hermetic check --help' for checking destinations against a policy.\n")
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -42,8 +65,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, versionString())
 			return 0
 		case "help", "-h", "--help":
-			fmt.Fprint(stdout, mainUsage)
+			printUsage(stdout)
 			return 0
+		case "proxy-connect":
+			return runProxyConnect(args[1:], stdin, stdout, stderr)
 		}
 	}
 	return runTarget(args, stdin, stdout, stderr)

@@ -1,0 +1,12 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestRunScripts runs the CLI scripts in testdata/run*.txtar.
+func TestRunScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{Files: globFiles(t, "testdata/run*.txtar")})
+}

@@ -1,0 +1,118 @@
+"""Measure what the guard shim adds to Python runs.
+
+    python3 bench.py [--python PATH] [--runs N] [--settings JSON]
+
+Compares, in the same run, a bare interpreter with one that loads the shim
+the way the launcher does (a fresh copy of the shim per run, settings in
+HERMETIC_SHIM, compiled code cached in a cache_dir), for three workloads:
+start-up (-c pass), an import-heavy run and a file-heavy run. Prints the
+median time of each, the ratio and the milliseconds added. Every loop is
+bounded; nothing touches the network.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+IMPORT_HEAVY = (
+    "import json, csv, decimal, fractions, email.message, http.client, urllib.parse, "
+    "xml.dom.minidom, logging, argparse, dataclasses, typing, pathlib, tempfile, "
+    "unittest, asyncio, collections, statistics"
+)
+
+FILE_HEAVY = """
+import os
+root = os.environ["BENCH_DIR"]
+n = 0
+for _ in range(5):
+    for name in sorted(os.listdir(root)):
+        with open(os.path.join(root, name), "rb") as f:
+            n += len(f.read())
+print(n)
+"""
+
+DEFAULT_SETTINGS = {
+    "network": {"posture": "allowlist", "allow": ["pypi.org", "*.pythonhosted.org"], "allow_localhost": True},
+    "no_subprocess": True,
+    "block_native": True,
+    "seal": True,
+}
+
+
+def fresh_shim(base):
+    d = tempfile.mkdtemp(prefix="shim-", dir=base)
+    shutil.copy(os.path.join(HERE, "sitecustomize.py"), d)
+    os.mkdir(os.path.join(d, "hermetic"))
+    for name in os.listdir(os.path.join(HERE, "hermetic")):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(HERE, "hermetic", name), os.path.join(d, "hermetic"))
+    return d
+
+
+def timed(cmd, env):
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--settings", help="HERMETIC_SHIM settings as JSON (default: network allowlist, no subprocess, block native, sealed)")
+    ap.add_argument("--fs-root", action="store_true", help="add fs_readonly with the file-heavy directory as root")
+    args = ap.parse_args()
+    runs = max(3, min(args.runs, 200))
+
+    work = tempfile.mkdtemp(prefix="hermetic-bench-")
+    try:
+        data = os.path.join(work, "data")
+        os.mkdir(data)
+        for i in range(300):
+            with open(os.path.join(data, "f%03d.txt" % i), "wb") as f:
+                f.write(os.urandom(2048))
+        cache = os.path.join(work, "cache")
+        settings = json.loads(args.settings) if args.settings else dict(DEFAULT_SETTINGS)
+        settings["cache_dir"] = cache
+        if args.fs_root:
+            settings["fs_readonly"] = True
+            settings["fs_root"] = work
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "HERMETIC"))}
+        base_env["BENCH_DIR"] = data
+        workloads = [
+            ("start-up (-c pass)", [args.python, "-c", "pass"]),
+            ("import-heavy", [args.python, "-c", IMPORT_HEAVY]),
+            ("file-heavy (1500 reads)", [args.python, "-c", FILE_HEAVY]),
+        ]
+        print("python: %s" % args.python)
+        print("settings: %s" % json.dumps(settings))
+        print("%-26s %10s %10s %8s %10s" % ("workload", "bare ms", "shim ms", "ratio", "added ms"))
+        for label, cmd in workloads:
+            bare, shim = [], []
+            for i in range(runs + 1):
+                d = fresh_shim(work)
+                env = dict(base_env)
+                env["PYTHONPATH"] = d
+                env["HERMETIC_SHIM"] = json.dumps(settings)
+                b = timed(cmd, base_env)
+                s = timed(cmd, env)
+                shutil.rmtree(d)
+                if i:  # the first pair warms the OS and fills the cache
+                    bare.append(b)
+                    shim.append(s)
+            mb, ms = statistics.median(bare) * 1000, statistics.median(shim) * 1000
+            print("%-26s %10.1f %10.1f %8.2f %10.1f" % (label, mb, ms, ms / mb, ms - mb))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+package launcher
+
+import (
+	"net"
+
+	"github.com/hermetic-dev/hermetic/policy"
+	"github.com/hermetic-dev/hermetic/proxy"
+	"github.com/hermetic-dev/hermetic/socks"
+)
+
+// proxyServer is what the HTTP and SOCKS5 proxy servers both provide.
+type proxyServer interface {
+	Serve(net.Listener) error
+	Close() error
+}
+
+func newHTTPServer(d *policy.Dialer) (proxyServer, error) {
+	s, err := proxy.New(proxy.Options{Dialer: d})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSOCKSServer(d *policy.Dialer) (proxyServer, error) {
+	s, err := socks.New(socks.Options{Dialer: d})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
