@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -45,8 +46,18 @@ func main() {
 		setups  = flag.Int("setups", 2000, "sequential connections for set-up time")
 		clients = flag.Int("clients", 16, "concurrent clients for the connection rate")
 		perCli  = flag.Int("per-client", 250, "connections per concurrent client")
+		cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "proxybench:", err)
+			os.Exit(1)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*bulkMB, *runs, *setups, *clients, *perCli); err != nil {
 		fmt.Fprintln(os.Stderr, "proxybench:", err)
 		os.Exit(1)
