@@ -1130,7 +1130,7 @@ def _h_route(event, args):
     """hermetic.route(family, type, address, out): how a connect or sendto
     of a patched socket must go. Appends ("direct", sockaddr) or
     ("socks", proxy_host, proxy_port, dest_host, dest_port)."""
-    if len(args) != 4 or type(args[3]) is not list:
+    if len(args) not in (4, 5) or type(args[3]) is not list:
         return None
     fam, stype, addr, out = _as_int(args[0]), _as_int(args[1]), args[2], args[3]
     t = _as_tuple(addr)
@@ -1140,6 +1140,8 @@ def _h_route(event, args):
     if host is None or port is None:
         return None
     guard = "socket.connect" if stype == SOCK_STREAM else "socket.sendto"
+    if len(args) == 5 and args[4] == "socket.sendmsg":
+        guard = "socket.sendmsg"
     h, why = _normalize(host)
     if h is None:
         return _invalid(guard, host, port, why)

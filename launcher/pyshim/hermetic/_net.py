@@ -32,12 +32,12 @@ _SOCKS_TIMEOUT = 60.0
 _INET = (_socket.AF_INET, _socket.AF_INET6)
 
 
-def _route(sock, address, stype=None):
+def _route(sock, address, stype=None, guard=None):
     fam = _family(sock)
     if fam not in _INET:
         return None
     out = []
-    _audit("hermetic.route", fam, _type(sock) if stype is None else stype, address, out)
+    _audit("hermetic.route", fam, _type(sock) if stype is None else stype, address, out, guard)
     return out[0] if out else None
 
 
@@ -74,7 +74,7 @@ def sendto(self, data, flags_or_addr, addr=None):
 def sendmsg(self, buffers, ancdata=(), flags=0, address=None):
     if address is None:
         return _sendmsg(self, buffers, ancdata, flags)
-    r = _route(self, address, _socket.SOCK_DGRAM)
+    r = _route(self, address, _socket.SOCK_DGRAM, "socket.sendmsg")
     return _sendmsg(self, buffers, ancdata, flags, r[1] if r else address)
 
 
