@@ -3,10 +3,12 @@ package launcher
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/hermetic-dev/hermetic/launcher/pyshim"
 	"github.com/hermetic-dev/hermetic/policy"
 )
 
@@ -21,6 +23,10 @@ type shimSettings struct {
 	FSRoot       string       `json:"fs_root,omitempty"`
 	TargetScript string       `json:"target_script,omitempty"`
 	ReportFile   string       `json:"report_file,omitempty"`
+	// CacheDir keeps the shim's compiled code between runs: compiling it
+	// costs more than the rest of Python's start-up. Entries are keyed by
+	// the interpreter's magic number and a hash of the source.
+	CacheDir string `json:"cache_dir,omitempty"`
 }
 
 type shimNetwork struct {
@@ -112,14 +118,38 @@ func (r *runner) targetScript() string {
 	return ""
 }
 
-// installShim writes the shim into dir and returns the variable that
-// carries its settings.
+// shimVar carries the shim's settings to every Python the target starts.
+const shimVar = "HERMETIC_SHIM"
+
+// installShim writes the shim into dir (the run's private directory, which
+// the launcher puts first on PYTHONPATH and removes at exit) and returns
+// the variable that carries its settings.
 func installShim(dir string, s shimSettings) (name, value string, err error) {
+	if dir == "" {
+		return "", "", errors.New("no directory for the shim")
+	}
+	if err := pyshim.Install(dir); err != nil {
+		return "", "", err
+	}
+	if s.CacheDir == "" {
+		s.CacheDir = shimCacheDir()
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return "", "", err
 	}
-	return "HERMETIC_SHIM", string(b), nil
+	return shimVar, string(b), nil
+}
+
+// shimCacheDir is where the shim keeps compiled code, or "" for nowhere.
+// The shim itself refuses a directory that is not the user's own or that
+// others can write.
+func shimCacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil || !filepath.IsAbs(d) {
+		return ""
+	}
+	return filepath.Join(d, "hermetic", "pyc")
 }
 
 // violation is one line of the shim's report file.

@@ -76,3 +76,25 @@ not json
 		t.Error("violations without a report file")
 	}
 }
+
+func TestInstallShim(t *testing.T) {
+	dir := t.TempDir()
+	name, value, err := installShim(dir, shimSettings{Seal: true, CacheDir: "/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "HERMETIC_SHIM" || value != `{"seal":true,"cache_dir":"/c"}` {
+		t.Errorf("installShim = %s=%s", name, value)
+	}
+	for _, f := range []string{"sitecustomize.py", "hermetic/__init__.py", "hermetic/_core.py"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tests")); err == nil {
+		t.Error("the shim's tests were written")
+	}
+	if _, _, err := installShim("", shimSettings{}); err == nil {
+		t.Error("installShim without a directory succeeded")
+	}
+}
