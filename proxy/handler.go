@@ -89,6 +89,25 @@ var (
 // would forward origin-form requests by Host header and dial the local
 // machine for an empty CONNECT host.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// Authentication comes first: a client without the run's credentials
+	// learns nothing about the policy, not even how its request is
+	// malformed, and nothing is decided, resolved or dialled for it.
+	if s.opts.Credentials.Enabled() {
+		given := r.Header.Values("Proxy-Authorization")
+		// Proxy-Authorization is for this proxy alone (RFC 9110 §11.7.2):
+		// it is never forwarded, whatever the outcome.
+		r.Header.Del("Proxy-Authorization")
+		if !s.authorized(given) {
+			if len(given) > 0 {
+				// A missing header is the normal first step of clients that
+				// wait for the challenge; a wrong one is worth a line. The
+				// value itself is never logged.
+				s.logf("proxy authentication failed for a client at %s", r.RemoteAddr)
+			}
+			requireAuth(w, r, len(given) > 0)
+			return
+		}
+	}
 	if r.Method == http.MethodConnect {
 		if _, err := connectTarget(r); err != nil {
 			badRequest(w, err)
@@ -150,6 +169,33 @@ func checkForwardTarget(r *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// authorized reports whether the request carried exactly one
+// Proxy-Authorization and it holds the run's credentials. Several values are
+// refused rather than tried in turn, so that a client cannot make more than
+// one guess per request.
+func (s *Server) authorized(given []string) bool {
+	return len(given) == 1 && s.opts.Credentials.MatchBasic(given[0])
+}
+
+// requireAuth answers 407 with the Basic challenge. A CONNECT's connection
+// ends (what the client sends after a CONNECT is tunnel data, never a
+// request); a plain request's may be kept alive for the retry with
+// credentials, which is how clients that wait for the challenge (libcurl
+// with CURLAUTH_ANY, as git uses it) proceed.
+func requireAuth(w http.ResponseWriter, r *http.Request, wrong bool) {
+	h := w.Header()
+	h.Set("Proxy-Authenticate", `Basic realm="hermetic"`)
+	if r.Method == http.MethodConnect {
+		h.Set("Connection", "close")
+	}
+	msg := "hermetic: proxy authentication required: this proxy serves only the program hermetic runs, " +
+		"which has the credentials in its HTTP_PROXY/HTTPS_PROXY/ALL_PROXY URLs"
+	if wrong {
+		msg = "hermetic: proxy authentication failed: wrong or malformed Proxy-Authorization (Basic user:password expected)"
+	}
+	http.Error(w, msg, http.StatusProxyAuthRequired)
 }
 
 // badRequest answers 400 and ends the connection: after a malformed request

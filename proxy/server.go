@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"github.com/hermetic-dev/hermetic/internal/proxyauth"
 	"github.com/hermetic-dev/hermetic/policy"
 )
 
@@ -32,7 +34,18 @@ type Options struct {
 	// Logf, if set, receives diagnostics. Decisions are not logged here:
 	// the Dialer's Recorder receives them.
 	Logf func(format string, args ...any)
+	// Credentials, when set, are required of every request as Basic
+	// Proxy-Authorization (407 otherwise), so that only the run that was
+	// given them can use the proxy. The zero value serves any client.
+	Credentials Credentials
 }
+
+// Credentials are a proxy user and password; see Options.Credentials.
+type Credentials = proxyauth.Credentials
+
+// NewCredentials returns random per-run credentials (crypto/rand; letters
+// and digits only, so they go into a proxy URL unescaped).
+func NewCredentials() (Credentials, error) { return proxyauth.Generate() }
 
 const (
 	defaultMaxConns         = 512
@@ -77,6 +90,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxConns < 0 || opts.HandshakeTimeout < 0 || opts.IdleTimeout < 0 || opts.MaxHeaderBytes < 0 {
 		return nil, errors.New("proxy: negative limit in Options")
+	}
+	if err := opts.Credentials.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	if opts.MaxConns == 0 {
 		opts.MaxConns = defaultMaxConns

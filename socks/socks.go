@@ -27,6 +27,7 @@ import (
 	socks5 "github.com/things-go/go-socks5"
 	"github.com/things-go/go-socks5/statute"
 
+	"github.com/hermetic-dev/hermetic/internal/proxyauth"
 	"github.com/hermetic-dev/hermetic/internal/tunnel"
 	"github.com/hermetic-dev/hermetic/policy"
 )
@@ -38,7 +39,20 @@ type Options struct {
 	HandshakeTimeout time.Duration                    // deadline for the greeting and request together; 0 means 10s
 	IdleTimeout      time.Duration                    // a tunnel with no traffic either way for this long is closed; 0 means 5m
 	Logf             func(format string, args ...any) // optional diagnostics, may be nil
+	// Credentials, when set, make username/password (RFC 1929) the only
+	// method offered: a client that does not offer it gets "no acceptable
+	// methods" (0xFF), one with wrong credentials an authentication failure
+	// (status 1), and either connection is closed. The zero value offers
+	// "no authentication" only, as before.
+	Credentials Credentials
 }
+
+// Credentials are a proxy user and password; see Options.Credentials.
+type Credentials = proxyauth.Credentials
+
+// NewCredentials returns random per-run credentials (crypto/rand; letters
+// and digits only).
+func NewCredentials() (Credentials, error) { return proxyauth.Generate() }
 
 // Server is a SOCKS5 proxy. It is safe for concurrent use; Serve may be
 // called for several listeners.
@@ -67,6 +81,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxConns < 0 || opts.HandshakeTimeout < 0 || opts.IdleTimeout < 0 {
 		return nil, errors.New("socks: MaxConns, HandshakeTimeout and IdleTimeout must not be negative")
 	}
+	if err := opts.Credentials.Validate(); err != nil {
+		return nil, fmt.Errorf("socks: %w", err)
+	}
 	if opts.MaxConns == 0 {
 		opts.MaxConns = 512
 	}
@@ -87,8 +104,15 @@ func New(opts Options) (*Server, error) {
 		conns:     make(map[net.Conn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// Without credentials the library's default, "no authentication", is
+	// the one method; with them, username/password replaces it entirely.
+	auth := []socks5.Authenticator{socks5.NoAuthAuthenticator{}}
+	if opts.Credentials.Enabled() {
+		auth = []socks5.Authenticator{socks5.UserPassAuthenticator{Credentials: credentialStore(opts.Credentials)}}
+	}
 	s.lib = socks5.NewServer(
 		socks5.WithLogger(libLogger(opts.Logf)),
+		socks5.WithAuthMethods(auth),
 		// The library resolves a name before its rules and handlers run
 		// and would dial the address it got; the guarded dialer must see
 		// the name itself, so resolution is a pass-through.
@@ -334,6 +358,14 @@ type passResolver struct{}
 
 func (passResolver) Resolve(ctx context.Context, _ string) (context.Context, net.IP, error) {
 	return ctx, nil, nil
+}
+
+// credentialStore checks RFC 1929 credentials in constant time (the
+// library's StaticCredentials compares with ==).
+type credentialStore Credentials
+
+func (c credentialStore) Valid(user, password, _ string) bool {
+	return Credentials(c).Match(user, password)
 }
 
 type libLogger func(format string, args ...any)
