@@ -154,28 +154,58 @@ def _json_str(s):
     return "".join(out)
 
 
-_TRACE_KEYS = {"socket": "host", "open": "path", "os": "path", "subprocess": "exe", "import": "module"}
+_TRACE_KEYS = {"open": "path", "os": "path", "shutil": "path", "sqlite3": "path", "subprocess": "exe", "import": "module"}
 
 
-def _violation(guard, target, reason, hint=""):
-    """Build, trace and report a PolicyViolation; the caller returns it."""
+def _goquote(s):
+    """s as Go's strconv.Quote writes it, near enough for a trace line: the
+    Go side quotes an invalid host the same way."""
+    out = ['"']
+    for c in s:
+        o = ord(c)
+        if c == '"' or c == "\\":
+            out.append("\\" + c)
+        elif c.isprintable() and not 0xD800 <= o < 0xE000:
+            out.append(c)
+        elif o < 0x80:
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c) or "\\x%02x" % o)
+        elif o < 0x10000:
+            out.append("\\u%04x" % o)
+        else:
+            out.append("\\U%08x" % o)
+    out.append('"')
+    return "".join(out)
+
+
+def _violation(guard, target, reason, hint="", net=None):
+    """Build, trace and report a PolicyViolation; the caller returns it.
+    net, for a network destination, is (host, port, resolved address or
+    None): the trace line then has the form of the Go side's."""
     target = _quote(target)
     msg = "hermetic blocked %s %s: %s" % (guard, target, reason)
     if hint:
         msg += "; " + hint
     e = _exc_new(_PV)
-    e.args = (msg,)
-    e.guard = guard
-    e.target = target
-    e.reason = reason
+    _env["exc_args_set"](e, (msg,))
+    d = _env["exc_dict"](e)
+    d["guard"] = guard
+    d["target"] = target
+    d["reason"] = reason
     s = _S
     if s["trace"]:
-        key = _TRACE_KEYS.get(guard.split(".")[0], "target")
-        if guard == "os.system" or guard == "os.exec" or guard == "os.posix_spawn":
-            key = "exe"
-        line = "[hermetic] blocked %s %s=%s reason=%s\n" % (guard, key, target, reason)
+        if net is not None:
+            host, port, addr = net
+            host = _goquote(host) if reason == "invalid-host" else _quote(host)
+            line = "[hermetic] blocked %s host=%s port=%d reason=%s" % (guard, host, port or 0, reason)
+            if addr and addr != net[0]:
+                line += " addr=" + addr
+        else:
+            key = _TRACE_KEYS.get(guard.split(".")[0], "target")
+            if guard in ("os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty", "_posixsubprocess.fork_exec"):
+                key = "exe"
+            line = "[hermetic] blocked %s %s=%s reason=%s" % (guard, key, target, reason)
         try:
-            _write(2, line.encode("utf-8", "backslashreplace"))
+            _write(2, (line + "\n").encode("utf-8", "backslashreplace"))
         except OSError:
             pass
     if s["reports"]:
@@ -224,7 +254,19 @@ def _run(h, event, args):
         failed = type(e)
     if failed is RecursionError or failed is MemoryError or failed is KeyboardInterrupt:
         return _exc_new(failed)
-    return _violation(_quote(event), "internal error (%s)" % failed.__name__, "guard-error")
+    guard = _PUBLIC_NAMES.get(event, event)
+    return _violation(_quote(guard), "internal error (%s)" % failed.__name__, "guard-error")
+
+
+# The guard's own events stand for these calls in messages.
+_PUBLIC_NAMES = {
+    "hermetic.resolve": "socket.getaddrinfo",
+    "hermetic.route": "socket.connect",
+    "hermetic.fromfd": "socket.fromfd",
+    "hermetic.tls": "ssl.wrap_socket",
+    "hermetic.fork_exec": "_posixsubprocess.fork_exec",
+    "hermetic.mkfifo": "os.mkfifo",
+}
 
 
 # ---------------------------------------------------------- settings --
@@ -525,9 +567,9 @@ def _state(event, args):
 
 def _deny_event(event, args):
     # The SOCKS client reports a refusal by the proxy.
-    if len(args) != 3 or any(type(a) is not str for a in args):
+    if len(args) != 5 or any(type(a) is not str for a in args[:4]) or type(args[4]) is not int:
         return None
-    return _violation(args[0], args[1], args[2])
+    return _violation(args[0], args[1], args[2], "", (args[3], args[4], None))
 
 
 def _rebuild():
@@ -571,6 +613,8 @@ def _rebuild():
             t[ev] = _NET_HANDLERS[ev]
     if fs:
         t["open"] = _h_open
+        t["os.listdir"] = _h_listdir
+        t["os.scandir"] = _h_listdir
         for ev in _FS_WRITE_EVENTS:
             t[ev] = _h_fs_write
         t["sqlite3.connect"] = _h_sqlite
@@ -670,11 +714,12 @@ def _hostport(host, port):
 
 def _deny_net(guard, d):
     hint = d.hint
+    a = None
     if d.addr is not None and d.reason != "invalid-host":
         a = _policy()["addr_text"](d.addr)
         if a != d.host:
             hint = "resolved to %s; %s" % (a, hint) if hint else "resolved to %s" % a
-    return _violation(guard, _hostport(d.host, d.port) if d.port else d.host, d.reason, hint)
+    return _violation(guard, _hostport(d.host, d.port) if d.port else d.host, d.reason, hint, (d.host, d.port, a))
 
 
 def _nets():
@@ -773,7 +818,7 @@ def _normalize(host):
 
 
 def _invalid(guard, host, port, why):
-    return _violation(guard, _hostport(host, port) if port else host, "invalid-host", why)
+    return _violation(guard, _hostport(host, port) if port else host, "invalid-host", why, (host, port, None))
 
 
 def _sock_family(sock):
@@ -812,9 +857,9 @@ def _check_ip_dest(guard, host, port):
         d = _decide(h, port)
         if not d.allowed:
             return _deny_net(guard, d)
-        return _violation(guard, _hostport(host, port), "direct-name", "a name given to a raw socket is resolved without hermetic's checks; connect through socket.socket")
+        return _violation(guard, _hostport(host, port), "direct-name", "a name given to a raw socket is resolved without hermetic's checks; connect through socket.socket", (host, port, None))
     if h in _fake:
-        return _violation(guard, _hostport(host, port), "not-allowlisted", "this address stands for a name and only works through socket.socket")
+        return _violation(guard, _hostport(host, port), "not-allowlisted", "this address stands for a name and only works through socket.socket", (host, port, None))
     d = _decide(h, port, proxies=True)
     if d is not None and not d.allowed:
         return _deny_net(guard, d)
@@ -876,7 +921,7 @@ def _h_bind(event, args):
         return _violation("socket.bind", "unreadable address", "invalid-host")
     P = _policy()
     if host == "":
-        return _violation("socket.bind", "0.0.0.0:%s" % port, "non-loopback-bind", "bind to 127.0.0.1 or ::1")
+        return _violation("socket.bind", "0.0.0.0:%s" % port, "non-loopback-bind", "bind to 127.0.0.1 or ::1", ("0.0.0.0", _as_int(port), None))
     h, why = _normalize(host)
     if h is None:
         return _invalid("socket.bind", host, port or 0, why)
@@ -885,7 +930,7 @@ def _h_bind(event, args):
             return None
     elif P["is_loopback"](h):
         return None
-    return _violation("socket.bind", _hostport(host, port or 0), "non-loopback-bind", "bind to 127.0.0.1 or ::1")
+    return _violation("socket.bind", _hostport(host, port or 0), "non-loopback-bind", "bind to 127.0.0.1 or ::1", (host, _as_int(port), None))
 
 
 def _dns_check(guard, host):
@@ -1369,6 +1414,13 @@ def _h_open(event, args):
     if p is None:
         return _violation("open", "<%s>" % type(path).__name__, "outside-root", "pass the path as str under --fs-readonly=ROOT")
     return _read_check("open", p, mode is None)
+
+
+def _h_listdir(event, args):
+    p = _path_of(args[0]) if args and args[0] is not None else "."
+    if p is None:
+        return _violation(event, "<path>", "outside-root", "pass the path as str under --fs-readonly=ROOT")
+    return _read_check(event, p)
 
 
 _FS_WRITE_EVENTS = (

@@ -131,7 +131,7 @@ def _socks(sock, proxy_host, proxy_port, host, port):
         rep = head[1]
         if rep == 2:
             hp = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
-            _audit("hermetic.deny", "socket.connect", hp, "denied-by-proxy")
+            _audit("hermetic.deny", "socket.connect", hp, "denied-by-proxy", host, port)
             from hermetic import PolicyViolation
 
             raise PolicyViolation("hermetic blocked socket.connect %s: denied-by-proxy" % hp, "socket.connect", hp, "denied-by-proxy")

@@ -107,6 +107,8 @@ def ensure_core(code=None):
     frame_type = type(sys._getframe())
     env = {
         "fsencoding": sys.getfilesystemencoding(),
+        # Only os.DirEntry, whose __fspath__ is C code that no program
+        # can replace, is turned into a path; pathlib's is Python code.
         "fspath": posix.fspath,
         "fspath_types": {id(posix.DirEntry)},
         "protected_ids": {id(PolicyViolation): "PolicyViolation"},
@@ -115,13 +117,12 @@ def ensure_core(code=None):
         "gaierror": None,
     }
     del tb
-    pathlib = sys.modules.get("pathlib")
-    if pathlib is not None:
-        for name in ("PurePath", "PurePosixPath", "PosixPath", "Path", "PureWindowsPath", "WindowsPath"):
-            cls = getattr(pathlib, name, None)
-            if type(cls) is type:
-                env["fspath_types"].add(id(cls))
-                env["protected_ids"][id(cls)] = "pathlib." + name
+    # The engine fills in a violation through BaseException's own
+    # descriptors: attributes a program added to PolicyViolation (a class
+    # it can change without any audit event) would run its code inside
+    # the hook.
+    env["exc_args_set"] = BaseException.__dict__["args"].__set__
+    env["exc_dict"] = BaseException.__dict__["__dict__"].__get__
     bcopy = dict(builtins.__dict__)
     ns = {
         "__builtins__": bcopy,
@@ -235,6 +236,7 @@ def _after_change():
         _restore("mkfifo")
     if st.get("sealed"):
         _saved.clear()
+        _passthrough.clear()
 
 
 # --------------------------------------------------- post-import hooks --
@@ -326,19 +328,37 @@ def _violation(guard, target, reason):
     return PolicyViolation("hermetic blocked %s %s: %s" % (guard, target, reason), guard, target, reason)
 
 
+# The real fork_exec, for stubs that outlive the guard (subprocess keeps
+# its own reference); dropped once sealed, when the guard cannot go away.
+_passthrough = {}
+
+
 def _fork_exec_stub(*args, **kwargs):
     _audit("hermetic.fork_exec")
-    raise _violation("_posixsubprocess.fork_exec", "fork_exec", "no-subprocess")
+    f = _passthrough.get("fork_exec")
+    if f is None:
+        raise _violation("_posixsubprocess.fork_exec", "fork_exec", "no-subprocess")
+    return f(*args, **kwargs)
 
 
 def _stub_fork_exec():
+    """_posixsubprocess.fork_exec raises no audit event of its own: the
+    stub raises one. subprocess keeps a reference of its own (3.11+)."""
     import _posixsubprocess
 
-    if _posixsubprocess.fork_exec is _fork_exec_stub:
-        return
-    if not state().get("sealed"):
-        _saved["fork_exec"] = (_posixsubprocess, "fork_exec", _posixsubprocess.fork_exec)
-    _posixsubprocess.fork_exec = _fork_exec_stub
+    sealed = state().get("sealed")
+    orig = _posixsubprocess.fork_exec
+    if orig is not _fork_exec_stub:
+        if not sealed:
+            _saved["fork_exec"] = [(_posixsubprocess, "fork_exec", orig)]
+            _passthrough["fork_exec"] = orig
+        _posixsubprocess.fork_exec = _fork_exec_stub
+    sp = sys.modules.get("subprocess")
+    f = getattr(sp, "_fork_exec", None) if sp is not None else None
+    if f is not None and f is not _fork_exec_stub and type(f) is type(len):
+        if not sealed:
+            _saved.setdefault("fork_exec", []).append((sp, "_fork_exec", f))
+        sp._fork_exec = _fork_exec_stub
 
 
 def _mkfifo_stub(path, *args, **kwargs):

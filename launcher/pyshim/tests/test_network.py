@@ -191,7 +191,7 @@ class BlockedTest(unittest.TestCase):
         """
         r = run(code, dict(BLOCKED, trace=True, report_file=report))
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("[hermetic] blocked socket.getaddrinfo host=denied.test:443 reason=no-network", r.stderr)
+        self.assertIn("[hermetic] blocked socket.getaddrinfo host=denied.test port=443 reason=no-network\n", r.stderr)
         with open(report) as f:
             recs = [json.loads(x) for x in f]
         self.assertEqual([(x["guard"], x["target"], x["reason"]) for x in recs], [
