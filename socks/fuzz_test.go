@@ -22,7 +22,9 @@ import (
 // FuzzHandshake feeds arbitrary bytes to the server as a client. Whatever
 // the bytes, the server must not panic, must resolve only names the policy
 // allows, and must connect only where the policy allows: here, nowhere but
-// the backend at 127.0.0.1:port.
+// the backend at 127.0.0.1:port. With auth set, the server requires
+// credentials, and unless the bytes carry their RFC 1929 request nothing at
+// all is decided, resolved or dialled.
 func FuzzHandshake(f *testing.F) {
 	b := startBackend(f, "tcp4", "127.0.0.1:0")
 	port := b.port
@@ -60,14 +62,28 @@ func FuzzHandshake(f *testing.F) {
 		cat(hello, []byte{5, 1, 0, 9}),
 		cat([]byte{5, 255}, bytes.Repeat([]byte{0}, 255), connectName("allowed.test", port)),
 	} {
-		f.Add(seed)
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
+	creds := Credentials{User: "fuzz", Password: "s3cret"}
+	good := userPass(creds.User, creds.Password)
+	for _, seed := range [][]byte{
+		cat([]byte{5, 1, 2}, good, connectName("allowed.test", port), []byte("payload")),
+		cat([]byte{5, 2, 0, 2}, good, connectName("denied.test", port)),
+		cat([]byte{5, 1, 2}, good, connectAddr(loopback4, port)),
+		cat([]byte{5, 1, 2}, userPass("fuzz", "s3cre"), connectName("allowed.test", port)),
+		cat([]byte{5, 1, 2}, []byte{1, 4}, []byte("fuzz"), []byte{200}, []byte("s3cret")),
+		cat([]byte{5, 1, 2}, []byte{2}, good[1:], connectName("allowed.test", port)),
+		cat([]byte{5, 1, 0}, good, connectName("allowed.test", port)),
+	} {
+		f.Add(seed, true)
 	}
 
 	var allowedTotal int64
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data []byte, auth bool) {
 		// A policy bug must not turn this test into traffic off loopback:
 		// check the destination these bytes name before sending them.
-		if hp, ok := destinationOf(data); ok {
+		if hp, ok := destinationOf(data, auth); ok {
 			host, ps, err := net.SplitHostPort(hp)
 			if p, perr := policy.ParsePort(ps); err == nil && perr == nil {
 				if d := pol.Decide(host, p); d.Allowed() && d.Addr.IsValid() && netip.AddrPortFrom(d.Addr, p) != backend {
@@ -82,11 +98,16 @@ func FuzzHandshake(f *testing.F) {
 			return []netip.Addr{loopback4}
 		}}
 		rec := &recorder{}
-		srv, err := New(Options{
+		opts := Options{
 			Dialer:           &policy.Dialer{Policy: pol, Resolver: res, Recorder: rec, Timeout: wait},
 			HandshakeTimeout: wait,
 			IdleTimeout:      wait,
-		})
+		}
+		if auth {
+			opts.Credentials = creds
+		}
+		accepted := b.accepted.Load()
+		srv, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +135,11 @@ func FuzzHandshake(f *testing.F) {
 		}
 		srv.Close()
 
+		if auth && !bytes.Contains(data, good) {
+			if n, m := len(rec.all()), len(res.calls()); n+m != 0 || b.accepted.Load() != accepted {
+				t.Fatalf("without credentials: %d decisions, %d lookups, %d backend connections", n, m, b.accepted.Load()-accepted)
+			}
+		}
 		for _, name := range res.calls() {
 			if d := pol.Decide(name, port); !d.Allowed() {
 				t.Fatalf("resolved %q, which the policy denies (%s)", name, d)
@@ -157,12 +183,22 @@ func unixPair(t *testing.T) (client, server *net.UnixConn) {
 }
 
 // destinationOf reads a CONNECT request from data the way the server does
-// and returns where it points.
-func destinationOf(data []byte) (string, bool) {
+// (with auth, past a username/password exchange) and returns where it
+// points.
+func destinationOf(data []byte, auth bool) (string, bool) {
 	r := bufio.NewReader(bytes.NewReader(data))
 	mr, err := statute.ParseMethodRequest(r)
-	if err != nil || mr.Ver != statute.VersionSocks5 || !bytes.Contains(mr.Methods, []byte{statute.MethodNoAuth}) {
+	method := byte(statute.MethodNoAuth)
+	if auth {
+		method = statute.MethodUserPassAuth
+	}
+	if err != nil || mr.Ver != statute.VersionSocks5 || !bytes.Contains(mr.Methods, []byte{method}) {
 		return "", false
+	}
+	if auth {
+		if _, err := statute.ParseUserPassRequest(r); err != nil {
+			return "", false
+		}
 	}
 	req, err := statute.ParseRequest(r)
 	if err != nil || req.Command != statute.CommandConnect {

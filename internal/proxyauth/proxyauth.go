@@ -124,7 +124,9 @@ func (c Credentials) MatchBasic(header string) bool {
 	if !ok || !strings.EqualFold(scheme, "Basic") {
 		return false
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(token))
+	// Strict: only the canonical encoding, so that one set of credentials
+	// has one spelling (the fuzz invariant relies on it).
+	raw, err := base64.StdEncoding.Strict().DecodeString(strings.TrimSpace(token))
 	if err != nil {
 		return false
 	}

@@ -59,6 +59,10 @@ func TestMatch(t *testing.T) {
 		{basic("u:secret:"), false},
 		{"Bearer " + base64.StdEncoding.EncodeToString([]byte("u:secret")), false},
 		{"Basic u:secret", false},
+		// "dTpzZWNyZXQ=" with non-zero trailing bits decodes to the same
+		// bytes unless decoding is strict.
+		{"Basic dTpzZWNyZXR=", false},
+		{"Basic dTpzZWNyZXQ", false},
 		{"Basic", false},
 		{"", false},
 	}
