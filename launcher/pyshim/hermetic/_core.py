@@ -560,6 +560,7 @@ def _state(event, args):
             "sealed": _sealed[0],
             "trace": s["trace"],
             "layers": len(_layers),
+            "uncaught": _uncaught[0],
         },
     )
     return None
@@ -570,6 +571,41 @@ def _deny_event(event, args):
     if len(args) != 5 or any(type(a) is not str for a in args[:4]) or type(args[4]) is not int:
         return None
     return _violation(args[0], args[1], args[2], "", (args[3], args[4], None))
+
+
+_uncaught = [False]
+
+
+def _find_pv(x, depth):
+    t = type(x)
+    if t is _PV or issubclass(t, _PV):
+        return x
+    eg = _env.get("eg_type")
+    if eg is not None and depth < 20 and issubclass(t, eg):
+        for e in _env["eg_exceptions"](x):
+            v = _find_pv(e, depth + 1)
+            if v is not None:
+                return v
+    return None
+
+
+def _h_excepthook(event, args):
+    """Python is about to report an uncaught exception of the main thread
+    (raised whatever sys.excepthook the program installed)."""
+    if len(args) < 3 or _uncaught[0]:
+        return None
+    v = _find_pv(args[2], 0)
+    if v is None:
+        return None
+    _uncaught[0] = True
+    d = _env["exc_dict"](v)
+    guard, target = d.get("guard"), d.get("target")
+    if type(guard) is str and type(target) is str:
+        try:
+            _write(2, ("hermetic: blocked %s: %s\n" % (guard, target)).encode("utf-8", "backslashreplace"))
+        except OSError:
+            pass
+    return None
 
 
 def _rebuild():
@@ -593,6 +629,7 @@ def _rebuild():
         "hermetic.uninstall": _uninstall,
         "hermetic.state": _state,
         "hermetic.deny": _deny_event,
+        "sys.excepthook": _h_excepthook,
     }
     if net:
         for ev in (

@@ -15,6 +15,8 @@ import sys
 
 import _socket
 
+from hermetic import PolicyViolation
+
 _audit = sys.audit
 _base = _socket.socket
 _connect = _base.connect
@@ -132,8 +134,6 @@ def _socks(sock, proxy_host, proxy_port, host, port):
         if rep == 2:
             hp = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
             _audit("hermetic.deny", "socket.connect", hp, "denied-by-proxy", host, port)
-            from hermetic import PolicyViolation
-
             raise PolicyViolation("hermetic blocked socket.connect %s: denied-by-proxy" % hp, "socket.connect", hp, "denied-by-proxy")
         if rep != 0:
             errno, msg = _REPLIES.get(rep, (5, "SOCKS5 error %d" % rep))

@@ -9,6 +9,10 @@ anything in this module can lose a patch's nicety, never a guard.
 
 import sys
 
+# Bound once: a program that empties sys.modules of hermetic must not
+# change which class the exit handling recognises.
+from hermetic import PolicyViolation as _PV
+
 _audit = sys.audit
 _here = __file__.rpartition("/")[0] or "."
 
@@ -28,7 +32,7 @@ def hook(event, args, _get=None, _run=None):
 # losing it re-runs set-up steps, which only add.
 _done = {"core": False, "exit": False, "finder": None, "patched": set()}
 _saved = {}  # originals replaced by stubs, kept only while not sealed
-_pending = []  # uncaught violations that end the process with status 2
+_net = None  # hermetic._net, bound while the package is intact
 
 
 def _read(name):
@@ -123,6 +127,10 @@ def ensure_core(code=None):
     # the hook.
     env["exc_args_set"] = BaseException.__dict__["args"].__set__
     env["exc_dict"] = BaseException.__dict__["__dict__"].__get__
+    eg = getattr(builtins, "BaseExceptionGroup", None)
+    if eg is not None:
+        env["eg_type"] = eg
+        env["eg_exceptions"] = eg.__dict__["exceptions"].__get__
     bcopy = dict(builtins.__dict__)
     ns = {
         "__builtins__": bcopy,
@@ -223,6 +231,9 @@ def _after_change():
     st = state()
     _exit_handling()
     if st.get("network"):
+        global _net
+        if _net is None:
+            from hermetic import _net
         _on_import("socket", _patch_socket)
         _on_import("ssl", _patch_ssl)
     if st.get("no_subprocess"):
@@ -308,14 +319,10 @@ def _on_import(name, fn):
 
 
 def _patch_socket(mod):
-    from hermetic import _net
-
     _net.patch_socket(mod)
 
 
 def _patch_ssl(mod):
-    from hermetic import _net
-
     _net.patch_ssl(mod)
 
 
@@ -323,9 +330,7 @@ def _patch_ssl(mod):
 
 
 def _violation(guard, target, reason):
-    from hermetic import PolicyViolation
-
-    return PolicyViolation("hermetic blocked %s %s: %s" % (guard, target, reason), guard, target, reason)
+    return _PV("hermetic blocked %s %s: %s" % (guard, target, reason), guard, target, reason)
 
 
 # The real fork_exec, for stubs that outlive the guard (subprocess keeps
@@ -395,9 +400,7 @@ def _restore(key):
 def find_violation(exc, _depth=0):
     """The PolicyViolation an uncaught exception is, or holds in an
     exception group."""
-    from hermetic import PolicyViolation
-
-    if isinstance(exc, PolicyViolation):
+    if isinstance(exc, _PV):
         return exc
     subs = getattr(exc, "exceptions", None) if _depth < 20 else None
     if isinstance(subs, tuple):
@@ -436,6 +439,11 @@ def _end_now(v):
 
 
 def _exit_handling():
+    """An uncaught violation in the main thread is seen by the engine
+    through the sys.excepthook audit event, which Python raises whatever
+    hook the program has put in place: the engine writes the one line and
+    remembers it, and the exit handler below ends the process with status
+    2. The hook here only keeps the default traceback out of the way."""
     if _done["exit"]:
         return
     _done["exit"] = True
@@ -447,13 +455,8 @@ def _exit_handling():
     prev = sys.excepthook
 
     def excepthook(t, v, tb, _prev=prev):
-        pv = find_violation(v)
-        if pv is None:
+        if find_violation(v) is None or state().get("trace"):
             return _prev(t, v, tb)
-        if state().get("trace"):
-            _prev(t, v, tb)
-        _say(pv)
-        _pending.append(pv)
 
     sys.excepthook = excepthook
     prev_unraisable = sys.unraisablehook
@@ -470,7 +473,7 @@ def _exit_handling():
 
 
 def _at_exit():
-    if _pending:
+    if state().get("uncaught"):
         _flush()
         import os
 

@@ -344,6 +344,21 @@ class ExitTest(unittest.TestCase):
         self.assertEqual(blocked(r), "hermetic: blocked os.system: true", r.stderr)
         self.assertNotIn("not reached", r.stdout)
 
+    def test_own_excepthook_and_emptied_modules(self):
+        # The exit status does not depend on sys.excepthook or on the
+        # package staying in sys.modules.
+        code = """
+        import sys, os
+        sys.excepthook = lambda *a: print("own hook")
+        for k in [k for k in sys.modules if k.startswith("hermetic")]:
+            del sys.modules[k]
+        os.system("true")
+        """
+        r = run(code, NOPROC)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(blocked(r), "hermetic: blocked os.system: true", r.stderr)
+        self.assertEqual(r.stdout.strip(), "own hook")
+
     def test_violation_caught_in_thread(self):
         code = """
         import threading, os
