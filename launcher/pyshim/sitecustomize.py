@@ -99,7 +99,8 @@ def _code(cache, write, path):
     try:
         with open(name, "rb") as f:
             return marshal.loads(f.read())
-    except (OSError, EOFError, ValueError, TypeError):
+    except Exception:
+        # Missing, damaged, or refused by a guard already on: compile.
         pass
     code = compile(src, path, "exec", dont_inherit=True)
     if write:
@@ -108,7 +109,7 @@ def _code(cache, write, path):
             with open(tmp, "wb") as f:
                 f.write(marshal.dumps(code))
             _os.replace(tmp, name)
-        except OSError:
+        except Exception:
             pass
     return code
 
@@ -150,7 +151,10 @@ def _main():
             cache = _cache_dir(raw)
             code = None
             if cache:
-                write = '"fs_readonly":true' not in raw.replace(" ", "")
+                # The cache is hermetic's own state, written before any
+                # guard is on, so --fs-readonly runs fill it too: the
+                # program's own bytecode is what that flag keeps unwritten.
+                write = True
                 _sys.meta_path.insert(0, _finder(here, cache, write))
 
                 def code(path):
@@ -158,9 +162,13 @@ def _main():
 
             from hermetic import _runtime
 
-            extra = None
+            # Readable under --fs-readonly=ROOT, as hermetic's own: the
+            # sitecustomize this one chains to, and the code cache.
+            extra = []
             if spec is not None and spec.origin:
-                extra = [_os.path.dirname(_os.path.realpath(spec.origin))]
+                extra.append(_os.path.dirname(_os.path.realpath(spec.origin)))
+            if cache:
+                extra.append(cache)
             _runtime.boot(raw, extra, code)
         except BaseException as e:
             # Fail closed: a program must not run without the guards it

@@ -1454,10 +1454,17 @@ def _h_open(event, args):
 
 
 def _h_listdir(event, args):
+    """A directory outside the root cannot be listed. The refusal is an
+    OSError (still traced and reported): the import system lists every
+    sys.path entry and tolerates only OSError from it, as do os.walk and
+    glob."""
     p = _path_of(args[0]) if args and args[0] is not None else "."
     if p is None:
         return _violation(event, "<path>", "outside-root", "pass the path as str under --fs-readonly=ROOT")
-    return _read_check(event, p)
+    v = _read_check(event, p)
+    if v is None:
+        return None
+    return _oserror_new(PermissionError, 13, "hermetic: " + v.args[0][len("hermetic "):], p)
 
 
 _FS_WRITE_EVENTS = (

@@ -516,6 +516,9 @@ def boot(raw, extra_read=None, code=None):
     if '"network"' in raw:
         import _socket  # noqa: F401  (the engine resolves with it)
         import unicodedata  # noqa: F401  (and normalises names with it)
+
+        global _net
+        from hermetic import _net  # before a guard could refuse its loading
     if '"no_subprocess"' in raw:
         import _posixsubprocess  # noqa: F401
     install(raw, code)

@@ -178,6 +178,7 @@ class FilesystemTest(unittest.TestCase):
             "posix.open": lambda: posix.read(posix.open(secret, posix.O_RDONLY), 9),
             "etc": lambda: open("/etc/hostname").read(),
             "listdir": lambda: os.listdir(os.path.dirname(secret)),
+            "scandir": lambda: list(os.scandir(os.path.dirname(secret))),
             "stdlib": lambda: len(open(json.__file__).read()) > 0,
             "import": lambda: __import__("csv") and True,
         }
@@ -196,9 +197,18 @@ class FilesystemTest(unittest.TestCase):
         self.assertEqual(got.pop("relative inside"), "data", r.stdout)
         self.assertEqual(got.pop("stdlib"), "True", r.stdout)
         self.assertEqual(got.pop("import"), "True", r.stdout)
+        # Listing is refused with an OSError, which the import system and
+        # os.walk tolerate.
+        for name in ("listdir", "scandir"):
+            self.assertTrue(got.pop(name).startswith("ERROR PermissionError [Errno 13] hermetic: blocked os."), r.stdout)
         for name, res in got.items():
             self.assertTrue(res.endswith("refused outside-root"), "%s: %s\n%s" % (name, res, r.stdout))
-        self.assertEqual(len(got), 9, r.stdout)
+        self.assertEqual(len(got), 8, r.stdout)
+
+    def test_imports_with_sys_path_outside_root(self):
+        d = tempdir(self)
+        r = run("import unittest, json, tempfile; print('ok')", dict(RO, fs_root=self.d), cwd=d)
+        self.assertEqual(r.stdout.strip(), "ok", r.stderr)
 
     def test_no_bytecode_written(self):
         mod = os.path.join(self.d, "mymod.py")
