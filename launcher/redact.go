@@ -3,15 +3,22 @@ package launcher
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
+// The patterns are compiled on first use, not at package init: most runs
+// never redact anything, and every run pays for what init does.
 var (
 	// userinfoRE matches the credentials of a URL: scheme://user:pass@
-	userinfoRE = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@`)
+	userinfoRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@`)
+	})
 	// authRE matches an Authorization or Proxy-Authorization value: its
 	// scheme word (Basic, Bearer, ...) and the credential, to the end of
 	// the line or the next `,` or `;`.
-	authRE = regexp.MustCompile(`(?i)\b((?:proxy-)?authori[sz]ation)(\s*[:=]\s*)[^\r\n,;]*`)
+	authRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)\b((?:proxy-)?authori[sz]ation)(\s*[:=]\s*)[^\r\n,;]*`)
+	})
 )
 
 // redact removes credentials from text that is about to be logged: the
@@ -21,8 +28,8 @@ func redact(s string) string {
 	if !strings.ContainsAny(s, "@:=") {
 		return s
 	}
-	s = userinfoRE.ReplaceAllString(s, "${1}REDACTED@")
-	s = authRE.ReplaceAllString(s, "${1}${2}REDACTED")
+	s = userinfoRE().ReplaceAllString(s, "${1}REDACTED@")
+	s = authRE().ReplaceAllString(s, "${1}${2}REDACTED")
 	return s
 }
 

@@ -196,8 +196,13 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 // one guarded dialer.
 func (r *runner) startProxies() error {
 	var ls []net.Listener
+	// Plain TCP on IPv4 loopback: "tcp4" skips the IPv6 capability probe
+	// and MPTCP (Go's default for listeners) is of no use on loopback;
+	// both cost start-up time on every run.
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
 	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 		if err != nil {
 			for _, l := range ls {
 				l.Close()

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -53,11 +52,31 @@ func notExecutable(format string, args ...any) error {
 	return &ExitError{Code: 126, Err: fmt.Errorf(format, args...)}
 }
 
-var (
-	identPath    = `[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*`
-	callableRE   = regexp.MustCompile(`^` + identPath + `:` + identPath + `$`)
-	moduleNameRE = regexp.MustCompile(`^` + identPath + `$`)
-)
+// isDottedName reports whether s is a dotted Python name (pkg.module).
+// Hand-written rather than a regexp: compiling one at package init costs
+// every hermetic start, and start-up time is measured.
+func isDottedName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if part == "" || part[0] >= '0' && part[0] <= '9' {
+			return false
+		}
+		for _, c := range []byte(part) {
+			if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isCallable reports whether s is pkg.module:callable.
+func isCallable(s string) bool {
+	mod, attr, ok := strings.Cut(s, ":")
+	return ok && isDottedName(mod) && isDottedName(attr)
+}
 
 // pyBootstrap runs a callable or a module inside the interpreter the shim is
 // loaded into (sitecustomize has run before this code). It exits 127 when
@@ -104,9 +123,9 @@ func resolveTarget(argv []string, pathEnv, dir string) (target, error) {
 
 	kind := TargetModule
 	switch {
-	case callableRE.MatchString(name):
+	case isCallable(name):
 		kind = TargetCallable
-	case moduleNameRE.MatchString(name):
+	case isDottedName(name):
 	default:
 		return target{}, notFound("%s: not found on PATH", name)
 	}
@@ -230,10 +249,15 @@ func shebangPython(words []string) []string {
 	return nil
 }
 
-var pythonNameRE = regexp.MustCompile(`^(python|pypy)[0-9.]*$`)
-
+// isPythonName reports whether p names a Python interpreter: python,
+// pypy, or either followed by a version (python3, python3.12).
 func isPythonName(p string) bool {
-	return pythonNameRE.MatchString(filepath.Base(p))
+	b := filepath.Base(p)
+	rest, ok := strings.CutPrefix(b, "python")
+	if !ok {
+		rest, ok = strings.CutPrefix(b, "pypy")
+	}
+	return ok && strings.Trim(rest, "0123456789.") == ""
 }
 
 // shimBypass returns the interpreter options in a Python command line that

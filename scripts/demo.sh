@@ -1,11 +1,18 @@
 #!/bin/sh
-# demo.sh builds hermetic, serves a page on loopback, and runs curl under
-# hermetic twice against it: once through an allowed name, once through a
-# name the policy refuses, with --trace showing the refusal.
-# Both names map to 127.0.0.1 with --resolve; nothing leaves the machine.
+# demo.sh serves a page on loopback and runs curl under hermetic against
+# it: once through an allowed name, once through a name the policy refuses,
+# with --trace showing the refusal. Both names map to 127.0.0.1 with
+# --resolve; nothing leaves the machine. It needs curl and python3 (the
+# server); HERMETIC names a built binary, otherwise the script builds one.
 set -eu
 
 cd "$(dirname "$0")/.."
+for tool in curl python3; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "demo: $tool is needed and is not on PATH" >&2
+		exit 1
+	fi
+done
 work=$(mktemp -d)
 srv=""
 cleanup() {
@@ -14,8 +21,13 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "== building hermetic"
-go build -o "$work/hermetic" ./cmd/hermetic
+bin=${HERMETIC:-}
+if [ -z "$bin" ]; then
+	echo "== building hermetic"
+	bin=$work/hermetic
+	go build -o "$bin" ./cmd/hermetic
+fi
+case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
 
 mkdir "$work/www"
 echo "hello from api.demo.test" >"$work/www/index.html"
@@ -45,15 +57,16 @@ set -- --allow-domain api.demo.test --allow-cidr 127.0.0.1 \
 	--resolve api.demo.test=127.0.0.1 --resolve evil.demo.test=127.0.0.1 --trace
 
 echo
+# hermetic's lines (stderr) go with curl's output, in the order written.
 echo "== allowed: hermetic $* -- curl http://api.demo.test:$port/"
-"$work/hermetic" "$@" -- curl -sS "http://api.demo.test:$port/"
+"$bin" "$@" -- curl -sS "http://api.demo.test:$port/" 2>&1
 
 echo
 echo "== blocked: hermetic $* -- curl http://evil.demo.test:$port/"
-"$work/hermetic" "$@" -- curl -sS "http://evil.demo.test:$port/" || true
+"$bin" "$@" -- curl -sS "http://evil.demo.test:$port/" 2>&1 || true
 
 echo
-echo "== blocked, and the run fails with --fail-on-block:"
+echo "== blocked, and the run fails with --fail-on-block (exit status 2):"
 status=0
-"$work/hermetic" "$@" --fail-on-block --quiet -- curl -sS -o /dev/null "http://evil.demo.test:$port/" 2>/dev/null || status=$?
+"$bin" "$@" --fail-on-block --quiet -- curl -sS -o /dev/null "http://evil.demo.test:$port/" 2>&1 || status=$?
 echo "exit status $status"
