@@ -54,6 +54,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hermetic check: %v\nRun 'hermetic check --help' for usage.\n", err)
 		return 1
 	}
+	if err := pf.load(); err != nil {
+		fmt.Fprintf(stderr, "hermetic check: %v\n", err)
+		return 1
+	}
 	if !pf.engaged() {
 		fmt.Fprintln(stderr, "hermetic check: no network policy given; add --no-network, --network=MODE, --allow-domain, --allow-cidr, --allow-localhost, --deny-domain or --deny-cidr")
 		return 1
