@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -227,7 +228,8 @@ func (s *Server) tunnel(r *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
 		if d, ok := policy.IsDenied(err); ok {
 			writeResponse(conn, r, http.StatusForbidden, refusalHeader(d), oneLine(d.Refusal()))
 		} else {
-			writeResponse(conn, r, http.StatusBadGateway, nil, "hermetic: "+oneLine(err.Error()))
+			code, msg := upstreamFailure(target, err)
+			writeResponse(conn, r, code, nil, msg)
 		}
 		// Whatever the client sent after the CONNECT is read and dropped,
 		// never forwarded.
@@ -295,11 +297,8 @@ func finishForward(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
 		if d, ok := policy.IsDenied(ctx.Error); ok {
 			return newResponse(req, http.StatusForbidden, refusalHeader(d), oneLine(d.Refusal()))
 		}
-		msg := "hermetic: cannot reach " + req.URL.Host
-		if ctx.Error != nil {
-			msg += ": " + ctx.Error.Error()
-		}
-		return newResponse(req, http.StatusBadGateway, nil, oneLine(msg))
+		code, msg := upstreamFailure(req.URL.Host, ctx.Error)
+		return newResponse(req, code, nil, msg)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		resp.Body.Close()
@@ -307,6 +306,28 @@ func finishForward(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
 	}
 	removeHopByHop(resp.Header)
 	return resp
+}
+
+// upstreamFailure describes an upstream that the policy allowed but that
+// could not be reached or did not answer: 504 when it was a timeout (the
+// name did not resolve in time, the connection or the response header did
+// not come), 502 otherwise. The message is one line naming the destination.
+func upstreamFailure(target string, err error) (int, string) {
+	msg := "hermetic: cannot reach " + target
+	if err == nil {
+		return http.StatusBadGateway, oneLine(msg)
+	}
+	msg += ": " + strings.TrimPrefix(err.Error(), "hermetic: ")
+	if isTimeout(err) {
+		return http.StatusGatewayTimeout, oneLine(msg + " (timed out)")
+	}
+	return http.StatusBadGateway, oneLine(msg)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
 
 // removeHopByHop deletes the headers RFC 9110 §7.6.1 says a proxy must not

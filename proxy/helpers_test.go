@@ -113,7 +113,8 @@ type env struct {
 }
 
 // startProxy serves a proxy on loopback under cfg (with the proxy's own
-// address added to Self) and closes it when the test ends.
+// address added to Self) and closes it when the test ends. Options.Dialer
+// may set Resolver and Timeout.
 func startProxy(t testing.TB, cfg policy.Config, opts Options) *env {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -127,7 +128,18 @@ func startProxy(t testing.TB, cfg policy.Config, opts Options) *env {
 		t.Fatal(err)
 	}
 	e := &env{addr: l.Addr().String(), res: newTestResolver(), rec: &recorder{}}
-	opts.Dialer = &policy.Dialer{Policy: pol, Resolver: e.res, Recorder: e.rec, Timeout: 5 * time.Second}
+	// A caller's opts.Dialer may bring its own Resolver and Timeout; the
+	// policy and the recorder are always the test's.
+	d := &policy.Dialer{Policy: pol, Resolver: e.res, Recorder: e.rec, Timeout: 5 * time.Second}
+	if opts.Dialer != nil {
+		if opts.Dialer.Resolver != nil {
+			d.Resolver = opts.Dialer.Resolver
+		}
+		if opts.Dialer.Timeout != 0 {
+			d.Timeout = opts.Dialer.Timeout
+		}
+	}
+	opts.Dialer = d
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}

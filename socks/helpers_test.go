@@ -53,6 +53,11 @@ func (r *resolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Add
 		addrs = r.names[host]
 	}
 	if len(addrs) == 0 {
+		// An answer that came only when the lookup's deadline passed is a
+		// timeout, as net.Resolver reports it.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, &net.DNSError{Err: ctx.Err().Error(), Name: host, IsTimeout: true}
+		}
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	return addrs, nil
@@ -109,9 +114,10 @@ type testProxy struct {
 }
 
 type setup struct {
-	cfg  policy.Config
-	res  *resolver
-	opts Options // Dialer is filled in
+	cfg         policy.Config
+	res         *resolver
+	opts        Options       // Dialer is filled in
+	dialTimeout time.Duration // the dialer's Timeout; 0 means wait
 }
 
 func startProxy(t testing.TB, su setup) *testProxy {
@@ -125,7 +131,11 @@ func startProxy(t testing.TB, su setup) *testProxy {
 	}
 	p := &testProxy{pol: pol, res: su.res, rec: &recorder{}, served: make(chan error, 1)}
 	opts := su.opts
-	opts.Dialer = &policy.Dialer{Policy: pol, Resolver: p.res, Recorder: p.rec, Timeout: wait}
+	timeout := su.dialTimeout
+	if timeout == 0 {
+		timeout = wait
+	}
+	opts.Dialer = &policy.Dialer{Policy: pol, Resolver: p.res, Recorder: p.rec, Timeout: timeout}
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
