@@ -1,0 +1,50 @@
+//go:build !linux
+
+package launcher
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os/exec"
+)
+
+// NetnsInit must be called first thing in main by every program that runs
+// targets through the launcher. Outside Linux there is no namespace and it
+// does nothing.
+func NetnsInit() {}
+
+var errNetnsUnavailable = errors.New("network namespaces exist only on Linux")
+
+type netnsSpec struct {
+	HTTPPort, SOCKSPort uint16
+	Expose              []uint16
+	ResolvConf          string
+}
+
+type netnsSockets struct {
+	HTTP, SOCKS net.Listener
+	DNSUDP      net.PacketConn
+	DNSTCP      net.Listener
+	Expose      []net.Listener
+}
+
+func (s *netnsSockets) Close() {
+	for _, c := range []io.Closer{s.HTTP, s.SOCKS, s.DNSUDP, s.DNSTCP} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+type netnsStart struct{}
+
+func netnsCommand(*exec.Cmd, netnsSpec) (*netnsStart, error) { return nil, errNetnsUnavailable }
+
+func (*netnsStart) sockets() (*netnsSockets, error) { return nil, errNetnsUnavailable }
+
+func (*netnsStart) close() {}
+
+func pickNetnsPorts([]uint16) (uint16, uint16) { return 0, 0 }
+
+const netnsResolvConf = ""
