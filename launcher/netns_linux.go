@@ -469,3 +469,34 @@ func dropInheritableCaps() error {
 	data[0].Inheritable, data[1].Inheritable = 0, 0
 	return unix.Capset(&hdr, &data[0])
 }
+
+// netnsAvailable says, without creating anything, whether the namespaces
+// can be expected to work; a clone that fails anyway (a seccomp filter in
+// a container, say) is caught when the target starts.
+func netnsAvailable() error {
+	if os.Getenv(netnsFailEnv) != "" {
+		return fmt.Errorf("%w (%s is set)", errNetnsUnavailable, netnsFailEnv)
+	}
+	if !netnsInitHooked.Load() {
+		return errors.New("this program does not call launcher.NetnsInit at the start of main, so it cannot act as the namespace's init")
+	}
+	sysctl := func(name string) string {
+		b, err := os.ReadFile("/proc/sys/" + name)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if sysctl("user/max_user_namespaces") == "0" {
+		return fmt.Errorf("%w: user.max_user_namespaces is 0", errNetnsUnavailable)
+	}
+	if os.Getuid() != 0 {
+		if sysctl("kernel/unprivileged_userns_clone") == "0" {
+			return fmt.Errorf("%w: kernel.unprivileged_userns_clone is 0", errNetnsUnavailable)
+		}
+		if sysctl("kernel/apparmor_restrict_unprivileged_userns") == "1" {
+			return fmt.Errorf("%w: AppArmor restricts unprivileged user namespaces", errNetnsUnavailable)
+		}
+	}
+	return nil
+}

@@ -48,3 +48,5 @@ func (*netnsStart) close() {}
 func pickNetnsPorts([]uint16) (uint16, uint16) { return 0, 0 }
 
 const netnsResolvConf = ""
+
+func netnsAvailable() error { return errNetnsUnavailable }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/hermetic-dev/hermetic/launcher"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -53,6 +55,9 @@ func printUsage(w io.Writer) {
 }
 
 func main() {
+	// First: when hermetic is re-executed as the network namespace's
+	// init, this sets the namespace up and execs the target.
+	launcher.NetnsInit()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
