@@ -14,7 +14,9 @@ import sys as _sys
 
 def _shadowed():
     """The spec of the next sitecustomize on sys.path after this one's
-    directory, or None."""
+    directory, or None. Another hermetic shim (this directory listed twice,
+    or a hermetic run inside another) is passed over: chaining to it would
+    run the guards' set-up again, or this file forever."""
     here = _os.path.dirname(_os.path.abspath(__file__))
     rest = []
     seen = False
@@ -23,12 +25,28 @@ def _shadowed():
             rest.append(p)
         elif _os.path.abspath(p or ".") == here:
             seen = True
-    for finder in _sys.meta_path:
-        if getattr(finder, "__name__", "") == "PathFinder":
-            try:
-                return finder.find_spec("sitecustomize", rest)
-            except Exception:
-                return None
+    finder = None
+    for f in _sys.meta_path:
+        if getattr(f, "__name__", "") == "PathFinder":
+            finder = f
+    if finder is None:
+        return None
+    for _ in range(len(rest)):
+        try:
+            spec = finder.find_spec("sitecustomize", rest)
+        except Exception:
+            return None
+        if spec is None or not spec.origin:
+            return spec
+        d = _os.path.dirname(spec.origin)
+        if not _os.path.isfile(_os.path.join(d, "hermetic", "_core.py")):
+            return spec
+        # Search again past the directory of that shim.
+        while rest and _os.path.abspath(rest[0] or ".") != d:
+            rest.pop(0)
+        if not rest:
+            return None
+        rest.pop(0)
     return None
 
 
@@ -86,9 +104,9 @@ def _cache_dir(raw):
     return d
 
 
-def _code(cache, write, path):
+def _code(cache, write, path, raw=False):
     """The code object of the source at path, from the cache when it holds
-    one for this exact source and interpreter."""
+    one for this exact source and interpreter; raw: marshalled."""
     import _imp
     import marshal
 
@@ -98,20 +116,22 @@ def _code(cache, write, path):
     name = "%s/%s.%d.%s" % (cache, path.rpartition("/")[2], magic, _imp.source_hash(magic, src).hex())
     try:
         with open(name, "rb") as f:
-            return marshal.loads(f.read())
+            data = f.read()
+        return data if raw else marshal.loads(data)
     except Exception:
         # Missing, damaged, or refused by a guard already on: compile.
         pass
     code = compile(src, path, "exec", dont_inherit=True)
+    data = marshal.dumps(code)
     if write:
         tmp = "%s.%d.tmp" % (name, _os.getpid())
         try:
             with open(tmp, "wb") as f:
-                f.write(marshal.dumps(code))
+                f.write(data)
             _os.replace(tmp, name)
         except Exception:
             pass
-    return code
+    return data if raw else code
 
 
 def _finder(here, cache, write):
@@ -157,8 +177,8 @@ def _main():
                 write = True
                 _sys.meta_path.insert(0, _finder(here, cache, write))
 
-                def code(path):
-                    return _code(cache, write, path)
+                def code(path, raw=False):
+                    return _code(cache, write, path, raw)
 
             from hermetic import _runtime
 

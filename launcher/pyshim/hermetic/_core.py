@@ -68,7 +68,6 @@ _fake_by_name = {}  # (name, version) -> fake address pair
 _path_cache = {}  # absolute path -> resolved path (fs root checks)
 _policy_ns = {}
 _idna_ns = {}
-_sock = [None]
 
 
 def _quiet(fn, *a):
@@ -104,28 +103,39 @@ def _compiled(name):
     src = _sources[name]
     if type(src) is str:
         return _quiet(compile, src, _sources[name + "_file"], "exec", 0, True)
+    if type(src) is bytes:
+        try:
+            return _env["marshal_loads"](src)
+        except (ValueError, EOFError, TypeError):
+            # A damaged cache entry: compile the source instead.
+            return _quiet(compile, _quiet(_read_file, _sources[name + "_file"]), _sources[name + "_file"], "exec", 0, True)
     return src
+
+
+def _read_file(path):
+    fd = _open(path, _O_CLOEXEC)
+    try:
+        chunks = []
+        while True:
+            b = _posix.read(fd, 1 << 16)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        _close(fd)
 
 
 def _to_ascii(name):
     if "to_ascii" not in _idna_ns:
-        ud = _modules.get("unicodedata")
-        if ud is None:
-            raise ValueError("unicodedata is not loaded")
-        _idna_ns.update(_private({"__name__": "hermetic._idna[private]", "_ud": ud}))
+        _idna_ns.update(_private({"__name__": "hermetic._idna[private]", "_ud": _env["unicodedata"]}))
         _quiet(exec, _compiled("idna"), _idna_ns)
     return _idna_ns["to_ascii"](name)
 
 
 def _socket_mod():
-    m = _sock[0]
-    if m is None:
-        m = _modules.get("_socket")
-        _sock[0] = m
-        if m is not None:
-            _env["gaierror"] = m.gaierror
-            _env["sock_family"] = m.socket.family.__get__
-    return m
+    """The C functions of _socket, captured when the engine was built:
+    never looked up in sys.modules, where a program could plant its own."""
+    return _env["socket"]
 
 
 # ---------------------------------------------------------- violations --
@@ -859,10 +869,7 @@ def _invalid(guard, host, port, why):
 
 
 def _sock_family(sock):
-    get = _env.get("sock_family")
-    if get is None:
-        _socket_mod()
-        get = _env.get("sock_family")
+    get = _env["sock_family"]
     try:
         return get(sock)
     except Exception:

@@ -41,7 +41,7 @@ def _read(name):
         return f.read().decode("utf-8"), path
 
 
-def _pycache_code(path):
+def _pycache_code(path, raw=False):
     """Compiled code for one of the engine's sources, kept beside the
     package like importlib's own bytecode (library use). None when there is
     no cache to use: the engine then compiles on first use."""
@@ -87,9 +87,13 @@ def ensure_core(code=None):
     if _done["core"]:
         return
     import builtins
+    import marshal
     import posix
+    import _socket
     import _thread
     import time
+    import types
+    import unicodedata
     from hermetic import PolicyViolation
 
     if code is None and _done.get("library"):
@@ -97,7 +101,9 @@ def ensure_core(code=None):
     sources = {}
     for k in ("core", "policy", "idna"):
         path = _here + "/_" + k + ".py"
-        c = code(path) if code is not None else None
+        # The policy and IDNA code may stay marshalled until a network
+        # decision needs them.
+        c = code(path, k != "core") if code is not None else None
         if c is None:
             c = _read("_" + k + ".py")[0]
             if k == "core":
@@ -118,7 +124,22 @@ def ensure_core(code=None):
         "protected_ids": {id(PolicyViolation): "PolicyViolation"},
         "frame_globals": frame_type.f_globals.__get__,
         "tb_frame": type(tb).tb_frame.__get__,
-        "gaierror": None,
+        "gaierror": _socket.gaierror,
+        "sock_family": _socket.socket.family.__get__,
+        # Captured now: the engine never looks a module up in sys.modules,
+        # where a program could have planted its own.
+        "socket": types.SimpleNamespace(
+            getaddrinfo=_socket.getaddrinfo,
+            getservbyname=_socket.getservbyname,
+            gethostname=_socket.gethostname,
+        ),
+        "unicodedata": types.SimpleNamespace(
+            normalize=unicodedata.normalize,
+            category=unicodedata.category,
+            bidirectional=unicodedata.bidirectional,
+            combining=unicodedata.combining,
+        ),
+        "marshal_loads": marshal.loads,
     }
     del tb
     # The engine fills in a violation through BaseException's own

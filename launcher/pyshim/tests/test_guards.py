@@ -329,6 +329,50 @@ class SealTest(unittest.TestCase):
         self.assertIn("frames:refused", got, r.stdout)
         self.assertNotIn("escaped", r.stdout)
 
+    def test_planted_modules_never_run_inside_the_guard(self):
+        # The guard resolves and normalises with functions captured when
+        # it was built, never with what sys.modules holds later.
+        code = """
+        import sys, types, os, socket
+        fake = types.ModuleType("_socket")
+        def evil(*a, **k):
+            os.system("echo escaped")
+            return []
+        fake.getaddrinfo = fake.gethostname = fake.getservbyname = evil
+        ud = types.ModuleType("unicodedata")
+        ud.normalize = ud.category = ud.bidirectional = ud.combining = evil
+        sys.modules["_socket"], sys.modules["unicodedata"] = fake, ud
+        for host in ("allowed.test", "b\u00fccher.test"):
+            try:
+                socket.getaddrinfo(host, "https")
+            except Exception as e:
+                print(type(e).__name__)
+        """
+        # Static answers: nothing is looked up outside the process.
+        settings = {
+            "network": {
+                "posture": "allowlist",
+                "allow": ["allowed.test", "xn--bcher-kva.test", "127.0.0.1"],
+                "resolve": {"allowed.test": ["127.0.0.1"], "xn--bcher-kva.test": ["127.0.0.1"]},
+            },
+            "no_subprocess": True,
+        }
+        r = run(code, settings)
+        self.assertNotIn("escaped", r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_damaged_cache_is_recompiled(self):
+        cache = tempdir(self)
+        settings = {"network": {"posture": "blocked"}, "cache_dir": cache}
+        code = "import socket\ntry:\n    socket.getaddrinfo('x.test', 1)\nexcept Exception as e:\n    print(e.reason)"
+        r = run(code, settings)
+        self.assertEqual(r.stdout.strip(), "no-network", r.stderr)
+        for name in os.listdir(cache):
+            with open(os.path.join(cache, name), "wb") as f:
+                f.write(b"\xff garbage")
+        r = run(code, settings)
+        self.assertEqual(r.stdout.strip(), "no-network", r.stderr)
+
     def test_unsealed_uninstall_works(self):
         code = """
         import subprocess, hermetic
@@ -426,7 +470,8 @@ class APITest(unittest.TestCase):
 
         def connect():
             try:
-                socket.getaddrinfo("example.test", 443)
+                # localhost: answered from the hosts file when allowed.
+                socket.getaddrinfo("localhost", 443)
             except PolicyViolation as e:
                 return e.guard + "/" + e.reason
             except OSError:
@@ -438,7 +483,7 @@ class APITest(unittest.TestCase):
                 print(connect())
         print(connect())
 
-        @with_hermetic(block_network=True, allow_domains=["example.test"])
+        @with_hermetic(block_network=True, allow_localhost=True)
         def f():
             return connect()
         print(f())
@@ -500,6 +545,21 @@ class BootstrapTest(unittest.TestCase):
             f.write("import builtins; builtins.CHAINED = 'yes'\n")
         r = run("print(CHAINED)", NOPROC, env={"PYTHONPATH": PYSHIM + os.pathsep + d})
         self.assertEqual(r.stdout.strip(), "yes", r.stderr)
+
+    def test_shim_listed_twice_or_nested(self):
+        # The same shim twice on the path, or another copy of it (a
+        # hermetic run inside another): set up once, chain past the copies
+        # to the real sitecustomize.
+        import shutil
+
+        copy = os.path.join(tempdir(self), "shim")
+        shutil.copytree(PYSHIM, copy, ignore=shutil.ignore_patterns("tests", "__pycache__", "*.go"))
+        d = tempdir(self)
+        with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+            f.write("import builtins; builtins.CHAINED = getattr(builtins, 'CHAINED', 0) + 1\n")
+        path = os.pathsep.join([PYSHIM, PYSHIM, copy, d])
+        r = run("import hermetic._runtime as rt; print(CHAINED, rt.state()['layers'])", NOPROC, env={"PYTHONPATH": path})
+        self.assertEqual(r.stdout.split(), ["1", "1"], r.stderr)
 
     def test_bad_settings_fail_closed(self):
         for bad in ("{not json", '{"network": 3}', '{"fs_root": 3}', '{"no_subprocess": true', '[]'):
