@@ -255,7 +255,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad resolve ip", []string{"--resolve", "a.test=1.2.3"}, nil, "not an IP address"},
 		{"byo with rules", []string{"--proxy-url", "http://127.0.0.1:3128", "--allow-domain", "a.test"}, nil, "would not be applied"},
 		{"byo bad scheme", []string{"--socks-url", "http://127.0.0.1:1080"}, nil, "socks5"},
-		{"isolate", []string{"--isolate", "netns"}, nil, "only --isolate=none"},
+		{"isolate", []string{"--isolate", "netns"}, nil, "use --isolate=none (or auto)"},
 		{"env-keep pattern", []string{"--env-keep", "A[B"}, nil, "--env-keep"},
 		{"fs empty", []string{"--fs-readonly="}, nil, ""},
 	}

@@ -80,7 +80,7 @@ var keys = []key{
 	{name: "socks-url", kind: kindString, flag: true,
 		usage: "bring your own SOCKS5 proxy at `URL` (socks5h://HOST:PORT) for ALL_PROXY"},
 	{name: "isolate", kind: kindString, flag: true,
-		usage: "kernel isolation `MODE`; only none is available in this version"},
+		usage: "kernel isolation `MODE`: auto or none (netns is not available in this version)"},
 	{name: "no-subprocess", kind: kindBool, flag: true, inProfile: true,
 		usage: "Python guard: block subprocesses, exec, spawn and fork"},
 	{name: "fs-readonly", kind: kindFS, flag: true, inProfile: true,

@@ -58,22 +58,23 @@ func (r *reporter) Record(d policy.Decision) {
 	r.order = append(r.order, key)
 }
 
-// recorder is the dialer's Recorder for a run: it fans each decision out to
-// the --trace lines, the --log-file JSON lines (credentials redacted) and
-// the reporter.
+// recorder is the dialer's Recorder for a run: it removes credentials from
+// each decision (an invalid host is kept as the client typed it, which can
+// be user:password@host) and fans it out to the reporter (exit summary,
+// --audit), the --trace lines and the --log-file JSON lines.
 func recorder(rep *reporter, trace io.Writer, log *policy.JSONWriter) policy.Recorder {
 	rs := policy.Recorders{rep}
 	if trace != nil {
 		rs = append(rs, policy.NewTraceWriter(trace))
 	}
 	if log != nil {
-		rs = append(rs, policy.RecorderFunc(func(d policy.Decision) {
-			d.Host = redactHost(d.Host)
-			d.Hint = redact(d.Hint)
-			log.Record(d)
-		}))
+		rs = append(rs, log)
 	}
-	return rs
+	return policy.RecorderFunc(func(d policy.Decision) {
+		d.Host = redactHost(d.Host)
+		d.Hint = redact(d.Hint)
+		rs.Record(d)
+	})
 }
 
 // Denials returns each denied (or audited) destination once, in the order

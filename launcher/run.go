@@ -180,7 +180,11 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 		spec.ShimDir, spec.ShimVar, spec.ShimValue = r.tmp, name, value
 	}
-	env, _ := buildEnv(spec)
+	env, scrubbed := buildEnv(spec)
+	if len(scrubbed) > 0 {
+		// Names only: the values are the secrets.
+		r.warnf("--env-scrub removed %s from the target's environment; keep one with --env-keep NAME", strings.Join(scrubbed, ", "))
+	}
 
 	res, err := r.spawn(ctx, env)
 	if err != nil {
@@ -359,7 +363,7 @@ wait:
 		case waitErr = <-done:
 			break wait
 		case sig := <-r.o.Signals:
-			if sig == os.Interrupt && terminalSentSIGINT() {
+			if r.o.OSSignals && sig == os.Interrupt && terminalSentSIGINT() {
 				continue
 			}
 			cmd.Process.Signal(sig)

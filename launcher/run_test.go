@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +54,35 @@ func helper(mode string, args []string) int {
 			}
 		}
 		return code
+	case "socks":
+		// A raw SOCKS5 CONNECT to ALL_PROXY with the domain name as given.
+		u, err := url.Parse(os.Getenv("ALL_PROXY"))
+		if err != nil {
+			fmt.Println("bad ALL_PROXY", err)
+			return 3
+		}
+		c, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+		if err != nil {
+			fmt.Println("dial", err)
+			return 3
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		name := args[0]
+		req := append([]byte{5, 1, 0, 3, byte(len(name))}, name...)
+		c.Write([]byte{5, 1, 0})
+		reply := make([]byte, 2)
+		if _, err := io.ReadFull(c, reply); err != nil {
+			fmt.Println("greeting", err)
+			return 3
+		}
+		c.Write(append(req, 1, 187)) // port 443
+		if _, err := io.ReadFull(c, reply); err != nil {
+			fmt.Println("reply", err)
+			return 3
+		}
+		fmt.Println("socks reply", reply[1])
+		return 0
 	case "exit":
 		n, _ := strconv.Atoi(args[0])
 		return n
@@ -386,5 +416,33 @@ func TestRunWarnsShimBypass(t *testing.T) {
 		if tt.warn == "" && strings.Contains(got, "warning") || tt.warn != "" && !strings.Contains(got, tt.warn) {
 			t.Errorf("%q: stderr %q, want warning %q", tt.argv, got, tt.warn)
 		}
+	}
+}
+
+// TestRunRedactsCredentials sends a SOCKS5 CONNECT whose domain name
+// carries credentials (user:password@host: an invalid host, reported as
+// typed):
+// the trace, the exit summary and the log must not show the password.
+func TestRunRedactsCredentials(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "log.jsonl")
+	s := Settings{Net: policy.Config{AllowDomains: []string{"allowed.test"}}, Trace: true, LogFile: logPath}
+	res, out, errOut, err := runHelper(t, s, RunOptions{}, "socks", "alice:s3cret@allowed.test")
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v\n%s\n%s", res, err, out, errOut)
+	}
+	if !strings.Contains(out, "socks reply 2") {
+		t.Errorf("the proxy did not refuse the CONNECT (reply 2): %q", out)
+	}
+	log, _ := os.ReadFile(logPath)
+	if len(res.Denials) != 1 || len(log) == 0 {
+		t.Fatalf("denials %+v, log %q\n%s\n%s", res.Denials, log, out, errOut)
+	}
+	for what, text := range map[string]string{"stderr": errOut, "log": string(log), "denial": res.Denials[0].Decision.Host} {
+		if strings.Contains(text, "s3cret") {
+			t.Errorf("%s shows the password:\n%s", what, text)
+		}
+	}
+	if !strings.Contains(errOut, "REDACTED") {
+		t.Errorf("stderr does not say what was redacted:\n%s", errOut)
 	}
 }

@@ -67,6 +67,12 @@ type RunOptions struct {
 	Stdout, Stderr io.Writer
 	// Signals, if set, are forwarded to the target while it runs.
 	Signals <-chan os.Signal
+	// OSSignals says that Signals carries the process's own signals
+	// (signal.Notify). Then a SIGINT that arrives while this process is in
+	// its terminal's foreground process group is not forwarded: the
+	// terminal sent it to the target as well, and a second one would
+	// interrupt the target's own clean-up.
+	OSSignals bool
 	// Executable is a hermetic binary whose proxy-connect subcommand serves
 	// ssh's ProxyCommand (GIT_SSH_COMMAND) and git's GIT_PROXY_COMMAND.
 	// When empty, those variables are not set and inherited ones dropped.

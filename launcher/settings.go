@@ -42,7 +42,8 @@ type Settings struct {
 	// target, no proxy is started, and hermetic filters nothing.
 	ProxyURL, SOCKSURL string
 
-	// Isolate is --isolate; only "" and "none" are accepted for now.
+	// Isolate is --isolate: auto (or empty), netns or none. netns is
+	// refused until kernel isolation exists; auto then means none.
 	Isolate string
 
 	// Profiles are the profiles that were applied, in order (for reports).
@@ -66,8 +67,13 @@ type Guards struct {
 // --env-keep patterns and --isolate. It returns the network policy, built
 // once here so that rule errors surface before anything starts.
 func (s *Settings) validate() (*policy.Policy, error) {
-	if s.Isolate != "" && s.Isolate != "none" {
-		return nil, fmt.Errorf("--isolate=%s is not available in this version; only --isolate=none is", s.Isolate)
+	switch s.Isolate {
+	case "", "auto", "none":
+		// auto is none until kernel isolation is available.
+	case "netns":
+		return nil, fmt.Errorf("--isolate=netns: kernel isolation is not available in this version; use --isolate=none (or auto)")
+	default:
+		return nil, fmt.Errorf("--isolate=%q: want auto, netns or none", s.Isolate)
 	}
 	if s.ProxyURL != "" {
 		if err := checkProxyURL("--proxy-url", s.ProxyURL, "http", "https"); err != nil {
@@ -165,23 +171,29 @@ func checkProxyURL(flag, raw string, schemes ...string) error {
 // parseResolve reads --resolve HOST=IP[,IP...] entries into a map from the
 // normalised host name to its addresses.
 func parseResolve(entries []string) (map[string][]netip.Addr, error) {
+	return parseResolveAt("--resolve", entries)
+}
+
+// parseResolveAt is parseResolve with errors that begin with where: the
+// flag, or the config file, line and key.
+func parseResolveAt(where string, entries []string) (map[string][]netip.Addr, error) {
 	m := make(map[string][]netip.Addr)
 	for _, e := range entries {
 		host, ips, ok := strings.Cut(e, "=")
 		if !ok || host == "" || ips == "" {
-			return nil, fmt.Errorf("--resolve %q: want HOST=IP", e)
+			return nil, fmt.Errorf("%s %q: want HOST=IP", where, e)
 		}
 		h, err := policy.NormalizeHost(host)
 		if err != nil {
-			return nil, fmt.Errorf("--resolve %q: %v", e, err)
+			return nil, fmt.Errorf("%s %q: %v", where, e, err)
 		}
 		if h.IsAddr() {
-			return nil, fmt.Errorf("--resolve %q: %s is already an address; give a host name", e, host)
+			return nil, fmt.Errorf("%s %q: %s is already an address; give a host name", where, e, host)
 		}
 		for _, ip := range strings.Split(ips, ",") {
 			a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(ip), "["), "]"))
 			if err != nil || a.Zone() != "" {
-				return nil, fmt.Errorf("--resolve %q: %q is not an IP address", e, ip)
+				return nil, fmt.Errorf("%s %q: %q is not an IP address", where, e, ip)
 			}
 			m[h.Name] = append(m[h.Name], a.Unmap())
 		}

@@ -45,6 +45,12 @@ func (e *entry) check(dir string) error {
 		default:
 			return fmt.Errorf("%s=%q: want blocked, allowlist or open", e.where, e.s)
 		}
+	case k.name == "isolate":
+		switch e.s {
+		case "auto", "netns", "none":
+		default:
+			return fmt.Errorf("%s=%q: want auto, netns or none", e.where, e.s)
+		}
 	case k.name == "profile":
 		for _, p := range e.list {
 			if p == "" || strings.ContainsAny(p, " ,\t") {
@@ -52,8 +58,8 @@ func (e *entry) check(dir string) error {
 			}
 		}
 	case k.name == "resolve":
-		if _, err := parseResolve(e.list); err != nil {
-			return fmt.Errorf("%s: %v", e.where, err)
+		if _, err := parseResolveAt(e.where, e.list); err != nil {
+			return err
 		}
 	case k.path:
 		if e.s == "" {

@@ -119,3 +119,29 @@ func TestShimBypass(t *testing.T) {
 		}
 	}
 }
+
+func TestPythonNames(t *testing.T) {
+	for s, want := range map[string]bool{
+		"pkg": true, "pkg.mod": true, "_a.b_c.D9": true, "": false, "pkg.": false, ".pkg": false,
+		"9pkg": false, "pkg.9": false, "pkg-x": false, "pkg mod": false, "pkg:main": false,
+	} {
+		if got := isDottedName(s); got != want {
+			t.Errorf("isDottedName(%q) = %v", s, got)
+		}
+	}
+	for s, want := range map[string]bool{
+		"pkg.mod:main": true, "pkg:obj.attr": true, "pkg:": false, ":main": false, "a:b:c": false, "pkg.mod": false,
+	} {
+		if got := isCallable(s); got != want {
+			t.Errorf("isCallable(%q) = %v", s, got)
+		}
+	}
+	for s, want := range map[string]bool{
+		"python": true, "/usr/bin/python3": true, "python3.12": true, "pypy3": true,
+		"pythonw": false, "python3-config": false, "ipython": false, "py": false,
+	} {
+		if got := isPythonName(s); got != want {
+			t.Errorf("isPythonName(%q) = %v", s, got)
+		}
+	}
+}

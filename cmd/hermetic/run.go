@@ -78,6 +78,7 @@ func runTarget(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Stdout:     stdout,
 		Stderr:     stderr,
 		Signals:    sigs,
+		OSSignals:  true,
 		Executable: exe,
 	})
 	if err != nil {
