@@ -31,8 +31,11 @@ func TestCurlHTTPSProxy(t *testing.T) {
 	bad := "https://denied.test:" + port + "/"
 	r := hermetic(t, runOpts{}, args("--allow-domain", "allowed.test", loopbackNames("allowed.test", "denied.test"), "--trace", "--",
 		"sh", "-c", `curl -sS -k "$1"; echo "denied: $(curl -sS -k -o /dev/null -w '%{http_code}' "$2")"`, "sh", ok, bad)...)
+	// The refusal says what, why and which flag would allow it: in the
+	// trace line and in the exit summary.
 	mustContain(t, r, "hello allowed.test:"+port, "denied: 000",
-		"[hermetic] blocked http.connect host=denied.test port="+port+" reason=not-allowlisted")
+		"[hermetic] blocked http.connect host=denied.test port="+port+" reason=not-allowlisted",
+		"[hermetic]   denied.test:"+port+" reason=not-allowlisted (allow it with --allow-domain denied.test)")
 	if r.code != 0 {
 		t.Errorf("exit code %d, want the target's 0\n%s", r.code, r)
 	}
@@ -43,7 +46,19 @@ func TestCurlPlainHTTPRefusal(t *testing.T) {
 	port := server(t, hello())
 	r := hermetic(t, runOpts{}, args("--allow-domain", "allowed.test", loopbackNames("denied.test"), "--",
 		"curl", "-sS", "-D", "-", "http://denied.test:"+port+"/")...)
-	mustContain(t, r, "403", "X-Hermetic-Decision: not-allowlisted", "denied.test")
+	mustContain(t, r, "403", "X-Hermetic-Decision: not-allowlisted",
+		"denied.test:"+port+": not-allowlisted; allow it with --allow-domain denied.test")
+}
+
+// TestPrivateAddressRefusal: an allowed name that resolves to an internal
+// address is refused, and the refusal names the rule that would allow it.
+func TestPrivateAddressRefusal(t *testing.T) {
+	need(t, "curl")
+	port := server(t, hello())
+	r := hermetic(t, runOpts{}, "--allow-domain", "internal.test", "--resolve", "internal.test=127.0.0.1", "--", "curl", "-sS", "http://internal.test:"+port+"/")
+	mustContain(t, r, "internal.test:"+port+" reason=private-address", "--allow-cidr 127.0.0.1")
+	r = hermetic(t, runOpts{}, "--allow-domain", "internal.test", "--allow-cidr", "127.0.0.1", "--resolve", "internal.test=127.0.0.1", "--", "curl", "-sS", "http://internal.test:"+port+"/")
+	mustContain(t, r, "hello internal.test:"+port)
 }
 
 func TestCurlALLPROXY(t *testing.T) {

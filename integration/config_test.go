@@ -94,6 +94,21 @@ func TestAuditRoundTrip(t *testing.T) {
 	if r.code != 0 || strings.Contains(r.stderr, "denied") {
 		t.Errorf("fed-back allowlist:\n%s", r)
 	}
+	// The config snippet, fed back as a project's pyproject.toml, does too.
+	proj := t.TempDir()
+	var snippet strings.Builder
+	for _, l := range lines {
+		if l == "[tool.hermetic]" || strings.HasPrefix(l, "allow = [") {
+			snippet.WriteString(l + "\n")
+		}
+	}
+	if err := os.WriteFile(filepath.Join(proj, "pyproject.toml"), []byte("[project]\nname = \"p\"\n\n"+snippet.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = hermetic(t, runOpts{dir: proj}, args(resolve, "--fail-on-block", "--", "sh", "-c", script)...)
+	if r.code != 0 || strings.Contains(r.stderr, "denied") {
+		t.Errorf("fed-back config snippet %q:\n%s", snippet.String(), r)
+	}
 	// Without them the run fails.
 	r = hermetic(t, runOpts{}, args("--no-network", resolve, "--", "sh", "-c", script)...)
 	if r.code == 0 {

@@ -134,3 +134,41 @@ func TestNarrowKeepsCeilingDenies(t *testing.T) {
 		t.Errorf("the session's deny rule does not apply to the run: %v", d)
 	}
 }
+
+// TestSessionRuns drives the session API end to end: one session, a run
+// that inherits its ceiling, a run that narrows it (and is held to the
+// narrower policy by the real proxies), and a run that would widen it,
+// which fails before anything starts.
+func TestSessionRuns(t *testing.T) {
+	port := loopbackServer(t)
+	ceiling := Settings{
+		Net:     policy.Config{AllowDomains: []string{"a.test", "b.test"}, AllowCIDRs: []string{"127.0.0.1"}},
+		Resolve: []string{"a.test=127.0.0.1", "b.test=127.0.0.1", "c.test=127.0.0.1"},
+		Quiet:   true,
+	}
+	urls := []string{"http://a.test:" + port + "/", "http://b.test:" + port + "/", "http://c.test:" + port + "/"}
+
+	_, out, _, err := runHelper(t, ceiling, RunOptions{}, "get", urls...)
+	if err != nil || !strings.Contains(out, urls[0]+" 200") || !strings.Contains(out, urls[1]+" 200") || !strings.Contains(out, urls[2]+" 403") {
+		t.Errorf("run under the ceiling: %v\n%s", err, out)
+	}
+
+	narrow := &policy.Config{AllowDomains: []string{"a.test"}, AllowCIDRs: []string{"127.0.0.1"}}
+	res, out, _, err := runHelper(t, ceiling, RunOptions{Net: narrow}, "get", urls...)
+	if err != nil || !strings.Contains(out, urls[0]+" 200") || !strings.Contains(out, urls[1]+" 403") || !strings.Contains(out, urls[2]+" 403") {
+		t.Errorf("narrowed run: %v\n%s", err, out)
+	}
+	if res != nil && len(res.Denials) != 2 {
+		t.Errorf("narrowed run denials: %+v", res.Denials)
+	}
+
+	wide := &policy.Config{AllowDomains: []string{"a.test", "c.test"}, AllowCIDRs: []string{"127.0.0.1"}}
+	res, out, _, err = runHelper(t, ceiling, RunOptions{Net: wide}, "get", urls...)
+	var we *WideningError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "does not cover c.test") || res != nil || out != "" {
+		t.Errorf("widening run: res %+v, err %v, output %q; want a WideningError and no run", res, err, out)
+	}
+	if ExitCode(err) != 1 {
+		t.Errorf("widening error exit code %d, want 1", ExitCode(err))
+	}
+}
