@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -459,4 +460,60 @@ func (s *sink) send(b *testing.B, addr string, payload []byte) time.Duration {
 		b.Fatalf("sink got %d bytes, want %d", n, benchTransfer)
 	}
 	return d
+}
+
+// TestIdleHoldsNoBuffer: a TCP tunnel waiting for bytes holds no copy
+// buffer, before any traffic and after small exchanges, and still carries
+// small and bulk data both ways afterwards.
+func TestIdleHoldsNoBuffer(t *testing.T) {
+	x, a := tcpPair(t)
+	b, y := tcpPair(t)
+	t.Cleanup(func() { x.Close(); y.Close() })
+	j := &joiner{a: a, b: b, idle: time.Hour, start: time.Now()}
+	done := make(chan joinResult, 1)
+	go func() {
+		var r joinResult
+		r.aToB, r.bToA, r.err = j.run(0)
+		done <- r
+	}()
+	idle := func(when string) {
+		t.Helper()
+		for i := 0; j.held.Load() != 0; i++ {
+			if i == 2000 {
+				t.Fatalf("%s: the idle tunnel holds %d buffers", when, j.held.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	idle("before traffic")
+	for i := range 3 {
+		x.Write([]byte("ping"))
+		got := make([]byte, 4)
+		y.SetReadDeadline(time.Now().Add(wait))
+		if _, err := io.ReadFull(y, got); err != nil || string(got) != "ping" {
+			t.Fatalf("round %d: y read %q, %v", i, got, err)
+		}
+		y.Write([]byte("pong"))
+		x.SetReadDeadline(time.Now().Add(wait))
+		if _, err := io.ReadFull(x, got); err != nil || string(got) != "pong" {
+			t.Fatalf("round %d: x read %q, %v", i, got, err)
+		}
+		idle("after a small exchange")
+	}
+	bulk := random(t, 4<<20)
+	go func() {
+		x.Write(bulk)
+		x.CloseWrite()
+	}()
+	if got := readAll(t, y); !bytes.Equal(got, bulk) {
+		t.Fatalf("bulk after idling: got %d bytes, want %d", len(got), len(bulk))
+	}
+	y.CloseWrite()
+	r := result(t, done)
+	if r.err != nil || r.aToB != int64(3*4+len(bulk)) || r.bToA != 3*4 {
+		t.Fatalf("Join: %+v", r)
+	}
+	if n := j.held.Load(); n != 0 {
+		t.Fatalf("%d buffers still held after Join returned", n)
+	}
 }
