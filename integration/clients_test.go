@@ -124,11 +124,11 @@ func TestGitCloneHTTP(t *testing.T) {
 	need(t, "git")
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skip("git --exec-path failed")
+		t.Skip("skipped: git --exec-path failed")
 	}
 	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skip("git-http-backend is not installed")
+		t.Skip("skipped: git-http-backend is not installed (it comes with git)")
 	}
 	root := t.TempDir()
 	work := filepath.Join(root, "work")
@@ -219,7 +219,7 @@ func simpleIndex(t *testing.T, name string) string {
 func TestPipDownload(t *testing.T) {
 	need(t, "python3")
 	if err := exec.Command("python3", "-m", "pip", "--version").Run(); err != nil {
-		t.Skip("pip is not installed")
+		t.Skip("skipped: pip is not installed for python3 (Debian/Ubuntu: python3-pip)")
 	}
 	port := simpleIndex(t, "tinypkg")
 	env := []string{"PIP_CONFIG_FILE=/dev/null", "PIP_NO_INPUT=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_CACHE_DIR=1"}

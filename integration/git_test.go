@@ -54,10 +54,10 @@ func TestGitDaemonThroughProxyCommand(t *testing.T) {
 	need(t, "git")
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skip("git --exec-path failed")
+		t.Skip("skipped: git --exec-path failed")
 	}
 	if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "git-daemon")); err != nil {
-		t.Skip("git-daemon is not installed")
+		t.Skip("skipped: git-daemon is not installed (it comes with git)")
 	}
 	root := bareRepo(t)
 	port := freePort(t)
@@ -100,7 +100,8 @@ func TestGitDaemonThroughProxyCommand(t *testing.T) {
 
 // TestSSHThroughProxyCommand runs git over ssh to a fake SSH server: the
 // server only has to see the connection arrive through GIT_SSH_COMMAND's
-// ProxyCommand (the key exchange then fails, as it must with no sshd).
+// ProxyCommand (the key exchange then fails). It needs the ssh client, never
+// an sshd.
 func TestSSHThroughProxyCommand(t *testing.T) {
 	need(t, "git", "ssh")
 	l, err := net.Listen("tcp", "127.0.0.1:0")

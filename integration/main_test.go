@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +21,8 @@ import (
 // hermeticBin is the binary TestMain builds.
 var hermeticBin string
 
-// helperEnv turns the test binary into a small target program (see helper.go).
+// helperEnv turns the test binary into a small target program (see
+// helper_test.go).
 const helperEnv = "HERMETIC_INTEGRATION_HELPER"
 
 func TestMain(m *testing.M) {
@@ -108,11 +108,13 @@ func baseEnv(t *testing.T, o runOpts) []string {
 	return append(env, o.env...)
 }
 
+// need skips the test, naming the program, when a client it drives is not
+// on PATH; nothing else is a reason to skip.
 func need(t *testing.T, bins ...string) {
 	t.Helper()
 	for _, b := range bins {
 		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s is not installed", b)
+			t.Skipf("skipped: %s is not installed (not found on PATH)", b)
 		}
 	}
 }
@@ -179,5 +181,3 @@ func selfExe(t *testing.T) string {
 	}
 	return exe
 }
-
-var _ = io.Discard

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -146,7 +145,9 @@ func TestKillingHermeticKillsTarget(t *testing.T) {
 	cmd.Process.Kill()
 	waitTimeout(cmd, 10*time.Second)
 	gone := false
-	for i := 0; i < 100 && !gone; i++ {
+	// Bounded, and generous for a loaded machine: the kernel kills the
+	// target as hermetic dies, so this normally ends on the first look.
+	for i := 0; i < 400 && !gone; i++ {
 		gone = !alive(pid)
 		if !gone {
 			time.Sleep(50 * time.Millisecond)
@@ -198,5 +199,3 @@ func TestTerminatedHermeticCleansUp(t *testing.T) {
 		t.Errorf("left in TMPDIR after SIGTERM: %v", ents)
 	}
 }
-
-var _ = context.Background
