@@ -9,6 +9,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/spf13/pflag"
+
+	"github.com/hermetic-dev/hermetic/policy"
 )
 
 func TestKeyLine(t *testing.T) {
@@ -171,7 +173,7 @@ deny = ["bad.test"]
 	if want := []string{"config.test", "env.test", "cli.test"}; !slices.Equal(s.Net.AllowDomains, want) {
 		t.Errorf("AllowDomains = %q, want %q", s.Net.AllowDomains, want)
 	}
-	if !slices.Contains(s.Net.Allow, "pypi.org") || !slices.Equal(s.Net.Deny, []string{"bad.test"}) {
+	if !slices.Contains(s.Net.Allow, policy.PyPIHosts[0]) || !slices.Equal(s.Net.Deny, []string{"bad.test"}) {
 		t.Errorf("profile rules: Allow=%q Deny=%q", s.Net.Allow, s.Net.Deny)
 	}
 	if !slices.Equal(s.EnvKeep, []string{"KEEP_ME", "CLI"}) {

@@ -70,7 +70,7 @@ var keys = []key{
 	{name: "config", policy: true, kind: kindString, flag: true, path: true,
 		usage: "read settings from this `FILE` instead of searching for pyproject.toml or HERMETIC.toml"},
 	{name: "env-scrub", kind: kindBool, flag: true, inProfile: true,
-		usage: "remove secret-looking variables (*TOKEN*, *SECRET*, *PASSWORD*, *_KEY, AWS_*) from the target's environment"},
+		usage: "remove secret-looking variables (*TOKEN*, *SECRET*, *PASSWORD*, *PASSWD*, *CREDENTIAL*, *_KEY, AWS_*) from the target's environment"},
 	{name: "env-keep", kind: kindList, flag: true,
 		usage: "keep variable `NAME` (or a pattern such as CI_*) despite --env-scrub; repeatable"},
 	{name: "resolve", kind: kindList, flag: true,

@@ -55,7 +55,8 @@ func TestRuleCovers(t *testing.T) {
 }
 
 func TestNarrow(t *testing.T) {
-	pypi := Settings{Net: policy.Config{Allow: policy.PyPIHosts, Profile: true, Deny: []string{"evil.pythonhosted.org"}}, Guards: Guards{NoSubprocess: true}}
+	// An index-like ceiling: a name, a wildcard of another, a deny rule.
+	pypi := Settings{Net: policy.Config{Allow: []string{"index.test", "*.files.test"}, Profile: true, Deny: []string{"evil.files.test"}}, Guards: Guards{NoSubprocess: true}}
 	blocked := Settings{Net: policy.Config{NoNetwork: true}}
 	blockedLocal := Settings{Net: policy.Config{NoNetwork: true, AllowLocalhost: true}}
 	open := Settings{Net: policy.Config{Network: "open", DenyDomains: []string{"bad.test"}}}
@@ -70,13 +71,13 @@ func TestNarrow(t *testing.T) {
 	}{
 		{"inherit", pypi, RunOptions{}, ""},
 		{"tighten to blocked", pypi, RunOptions{Net: &policy.Config{NoNetwork: true}}, ""},
-		{"subset", pypi, RunOptions{Net: &policy.Config{Allow: []string{"files.pythonhosted.org:443"}}}, ""},
-		{"wildcard covers", pypi, RunOptions{Net: &policy.Config{AllowDomains: []string{"a.files.pythonhosted.org"}}}, ""},
-		{"new host", pypi, RunOptions{Net: &policy.Config{AllowDomains: []string{"pypi.org", "example.com"}}}, "does not cover example.com"},
+		{"subset", pypi, RunOptions{Net: &policy.Config{Allow: []string{"a.files.test:443"}}}, ""},
+		{"wildcard covers", pypi, RunOptions{Net: &policy.Config{AllowDomains: []string{"b.a.files.test"}}}, ""},
+		{"new host", pypi, RunOptions{Net: &policy.Config{AllowDomains: []string{"index.test", "example.com"}}}, "does not cover example.com"},
 		{"open under allowlist", pypi, RunOptions{Net: &policy.Config{Network: "open"}}, "open posture is wider than the session's allowlist"},
 		{"none under allowlist", pypi, RunOptions{Net: &policy.Config{}}, "none posture is wider"},
-		{"localhost under allowlist", pypi, RunOptions{Net: &policy.Config{AllowLocalhost: true, Allow: []string{"pypi.org"}}}, "--allow-localhost"},
-		{"audit widens", pypi, RunOptions{Net: &policy.Config{Audit: true, Allow: []string{"pypi.org"}}}, "--audit"},
+		{"localhost under allowlist", pypi, RunOptions{Net: &policy.Config{AllowLocalhost: true, Allow: []string{"index.test"}}}, "--allow-localhost"},
+		{"audit widens", pypi, RunOptions{Net: &policy.Config{Audit: true, Allow: []string{"index.test"}}}, "--audit"},
 		{"allowlist under blocked", blocked, RunOptions{Net: &policy.Config{AllowDomains: []string{"a.test"}}}, "wider than the session's blocked"},
 		{"localhost under blocked", blocked, RunOptions{Net: &policy.Config{NoNetwork: true, AllowLocalhost: true}}, "--allow-localhost"},
 		{"localhost under blocked+localhost", blockedLocal, RunOptions{Net: &policy.Config{NoNetwork: true, AllowLocalhost: true}}, ""},
