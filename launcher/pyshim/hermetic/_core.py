@@ -54,6 +54,7 @@ _sealed = [False]
 
 # Aggregate of the layers, replaced as a whole so readers never see a mix.
 _S = {
+    "roots": (),
     "net": (),
     "fs": (),
     "subprocess": False,
@@ -626,7 +627,9 @@ def _rebuild():
         if l["report"] and l["report"] not in reports:
             reports.append(l["report"])
     global _S
+    _path_cache.clear()
     _S = {
+        "roots": tuple((f.files, (f.root,) + f.allowed, f.root) for f in fs if f.root),
         "net": net,
         "fs": fs,
         "subprocess": any(l["subprocess"] for l in _layers),
@@ -1400,23 +1403,23 @@ def _inside(real, prefixes):
 
 def _read_check(guard, p, os_open=False):
     """Reads are confined to each layer's root (and the exceptions)."""
-    roots = [f for f in _S["fs"] if f.root]
+    if type(p) is int or p in _path_cache:
+        return None
+    roots = _S["roots"]
     if not roots:
         return None
-    if type(p) is int:
-        return None
-    cached = _path_cache.get(p) if p.startswith("/") else None
-    if cached is None:
-        real, isdir = _resolve(p)
-        if os_open and isdir:
-            return _violation(guard, p, "outside-root", "directory descriptors are refused under --fs-readonly=ROOT")
-    else:
-        real = cached
-    for f in roots:
-        if real in f.files or _inside(real, (f.root,) + f.allowed):
+    real, isdir = _resolve(p)
+    if os_open and isdir:
+        return _violation(guard, p, "outside-root", "directory descriptors are refused under --fs-readonly=ROOT")
+    for files, prefixes, root in roots:
+        if real in files or _inside(real, prefixes):
             continue
-        return _violation(guard, p, "outside-root", "reads are confined to %s" % f.root)
-    if cached is None and p.startswith("/") and not (os_open and isdir):
+        return _violation(guard, p, "outside-root", "reads are confined to %s" % root)
+    if p.startswith("/") and not isdir:
+        # Absolute paths of files found inside every root; emptied whenever the
+        # guards change. (A path is checked, then opened: a symlink that
+        # another process swaps in between is a race no cache widens
+        # much; --no-subprocess keeps the program from running one.)
         if len(_path_cache) >= 4096:
             _path_cache.clear()
         _path_cache[p] = real
@@ -1425,22 +1428,34 @@ def _read_check(guard, p, os_open=False):
 
 def _is_write(mode, flags):
     if type(mode) is str:
-        for c in "wax+":
-            if c in mode:
-                return True
+        w = _MODE_WRITES.get(mode)
+        if w is None:
+            w = False
+            for c in "wax+":
+                if c in mode:
+                    w = True
+            if len(_MODE_WRITES) < 64:
+                _MODE_WRITES[mode] = w
+        if w:
+            return True
     if type(flags) is int and flags & _WRITE_FLAGS:
         return True
     return False
 
 
+_MODE_WRITES = {}
+
+
 def _h_open(event, args):
     path = args[0] if args else None
-    mode = args[1] if len(args) > 1 else None
-    flags = args[2] if len(args) > 2 else 0
     if type(path) is int:
         return None
+    mode = args[1] if len(args) > 1 else None
+    flags = args[2] if len(args) > 2 else 0
     write = _is_write(mode, flags)
     fs = _S["fs"]
+    if not write and not fs:
+        return None
     p = _path_of(path)
     if write:
         if fs:
@@ -1450,10 +1465,11 @@ def _h_open(event, args):
                 # importlib tolerates OSError here, not other errors.
                 return _oserror_new(PermissionError, 13, "hermetic: bytecode caches are not written under --fs-readonly")
             return _violation("open", p if p is not None else "<%s>" % type(path).__name__, "fs-readonly")
-        if _sealed[0] and p is not None and p.startswith("/proc/") and p.endswith("/mem"):
-            return _violation("open", p, "sealed", "process memory cannot be written once sealed")
-        return None
-    if not fs:
+        if _sealed[0] and p is not None:
+            # Through any spelling or link: process memory holds the guards.
+            real = _resolve(p)[0]
+            if real.startswith("/proc/") and real.endswith("/mem"):
+                return _violation("open", p, "sealed", "process memory cannot be written once sealed")
         return None
     if p is None:
         return _violation("open", "<%s>" % type(path).__name__, "outside-root", "pass the path as str under --fs-readonly=ROOT")

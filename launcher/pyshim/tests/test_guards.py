@@ -177,6 +177,7 @@ class FilesystemTest(unittest.TestCase):
             "io.FileIO": lambda: io.FileIO(secret).read(),
             "posix.open": lambda: posix.read(posix.open(secret, posix.O_RDONLY), 9),
             "etc": lambda: open("/etc/hostname").read(),
+            "dirfd": lambda: (os.listdir(d), os.open(d, os.O_RDONLY)),
             "listdir": lambda: os.listdir(os.path.dirname(secret)),
             "scandir": lambda: list(os.scandir(os.path.dirname(secret))),
             "stdlib": lambda: len(open(json.__file__).read()) > 0,
@@ -203,7 +204,7 @@ class FilesystemTest(unittest.TestCase):
             self.assertTrue(got.pop(name).startswith("ERROR PermissionError [Errno 13] hermetic: blocked os."), r.stdout)
         for name, res in got.items():
             self.assertTrue(res.endswith("refused outside-root"), "%s: %s\n%s" % (name, res, r.stdout))
-        self.assertEqual(len(got), 8, r.stdout)
+        self.assertEqual(len(got), 9, r.stdout)
 
     def test_imports_with_sys_path_outside_root(self):
         d = tempdir(self)
@@ -228,6 +229,23 @@ class FilesystemTest(unittest.TestCase):
         self.assertEqual(r.stdout.strip(), "tool ran", r.stderr)
         r = run("import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')", dict(RO, fs_root=self.d), args=[script])
         self.assertEqual(r.returncode, 2, r.stderr)
+
+
+    def test_sealed_process_memory(self):
+        d = tempdir(self)
+        code = """
+        import os, sys
+        from hermetic import PolicyViolation
+        os.symlink("/proc/self/mem", os.path.join(sys.argv[1], "m"))
+        for p in ("/proc/self/mem", "//proc/self/mem", os.path.join(sys.argv[1], "m")):
+            try:
+                open(p, "r+b")
+                print("OPENED")
+            except PolicyViolation as e:
+                print(e.reason)
+        """
+        r = run(code, {"seal": True}, args=[d])
+        self.assertEqual(r.stdout.split(), ["sealed"] * 3, r.stderr)
 
 
 class NativeTest(unittest.TestCase):
