@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/hermetic
 FUZZTIME ?= 30s
 
-.PHONY: all build test test-go test-python vet bench fuzz demo clean
+.PHONY: all build test test-go test-python vet bench bench-python fuzz load demo clean
 
 all: build
 
@@ -35,12 +35,21 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./policy/
 	$(GO) run ./internal/cmd/proxybench
 	$(GO) run ./internal/cmd/startbench
+	$(MAKE) bench-python
 
 # Each fuzz target runs for FUZZTIME (go test allows one target per run).
+FUZZ_TARGETS = policy:FuzzNormalize policy:FuzzParseRule policy:FuzzDecide \
+	proxy:FuzzRequest socks:FuzzHandshake
 fuzz:
-	@for t in FuzzNormalize FuzzParseRule FuzzDecide; do \
-		echo "== policy $$t"; $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./policy/ || exit 1; \
+	@for pt in $(FUZZ_TARGETS); do \
+		p=$${pt%%:*}; t=$${pt#*:}; echo "== $$p $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$p/ || exit 1; \
 	done
+
+# Thousands of concurrent tunnels through each proxy to a loopback echo
+# server, held, then closed; bounded in count and time (LOADFLAGS=-hold 10s).
+load:
+	$(GO) run ./internal/cmd/loadtest $(LOADFLAGS)
 
 # A loopback server, one allowed and one blocked curl with the trace; needs
 # only curl and python3.
