@@ -50,6 +50,19 @@ func TestCurlPlainHTTPRefusal(t *testing.T) {
 		"denied.test:"+port+": not-allowlisted; allow it with --allow-domain denied.test")
 }
 
+// TestProxyNeedsTheRunsCredentials: the HTTP proxy URL the target gets
+// carries per-run credentials; without them the proxy answers 407, so
+// other local processes cannot use a run's proxy.
+func TestProxyNeedsTheRunsCredentials(t *testing.T) {
+	need(t, "curl")
+	port := server(t, hello())
+	script := `case $HTTP_PROXY in http://*:*@127.0.0.1:*) ;; *) echo "no credentials in $HTTP_PROXY"; exit 1 ;; esac
+curl -sS "$1"
+curl -sS -o /dev/null -w 'without credentials: %{http_code}\n' --noproxy '' -x "http://${HTTP_PROXY#http://*@}" "$1"`
+	r := hermetic(t, runOpts{}, args("--allow-domain", "allowed.test", loopbackNames("allowed.test"), "--", "sh", "-c", script, "sh", "http://allowed.test:"+port+"/")...)
+	mustContain(t, r, "hello allowed.test:"+port, "without credentials: 407")
+}
+
 // TestPrivateAddressRefusal: an allowed name that resolves to an internal
 // address is refused, and the refusal names the rule that would allow it.
 func TestPrivateAddressRefusal(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/hermetic-dev/hermetic/policy"
+	"github.com/hermetic-dev/hermetic/proxy"
+	"github.com/hermetic-dev/hermetic/socks"
 )
 
 // Result is the outcome of a run.
@@ -101,10 +104,12 @@ type runner struct {
 	servers  []proxyServer
 	serveErr chan error
 	httpAddr netip.AddrPort
-	sockAddr netip.AddrPort
-	tmp      string
-	logFile  *os.File
-	closers  sync.Once
+	// httpCreds are what the HTTP proxy requires of this run's clients.
+	httpCreds proxy.Credentials
+	sockAddr  netip.AddrPort
+	tmp       string
+	logFile   *os.File
+	closers   sync.Once
 }
 
 func (r *runner) warnf(format string, args ...any) {
@@ -157,7 +162,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	switch {
 	case netOn:
 		pe := &proxyEnv{
-			HTTP:  "http://" + r.httpAddr.String(),
+			HTTP:  (&url.URL{Scheme: "http", User: r.httpCreds.Userinfo(), Host: r.httpAddr.String()}).String(),
 			SOCKS: "socks5h://" + r.sockAddr.String(),
 		}
 		if err := r.gitCommands(pe, r.sockAddr.String()); err != nil {
@@ -238,12 +243,22 @@ func (r *runner) startProxies() error {
 		Resolver: staticResolver{table: table, next: net.DefaultResolver},
 		Recorder: r.rec,
 	}
-	hs, err := newHTTPServer(d)
+	// Per-run credentials keep other local users and processes from using
+	// this run's proxies (and its allowlist). The SOCKS5 proxy goes without
+	// them until the Python shim's SOCKS client speaks RFC 1929: the shim
+	// carries Python's direct sockets through it.
+	creds, err := proxy.NewCredentials()
 	if err != nil {
 		closeAll()
 		return err
 	}
-	ss, err := newSOCKSServer(d)
+	r.httpCreds = creds
+	hs, err := newHTTPServer(d, creds)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	ss, err := newSOCKSServer(d, socks.Credentials{})
 	if err != nil {
 		hs.Close()
 		closeAll()

@@ -265,7 +265,9 @@ func TestRunEnvironment(t *testing.T) {
 		k, v, _ := strings.Cut(l, "=")
 		m[k] = v
 	}
-	if !strings.HasPrefix(m["HTTPS_PROXY"], "http://127.0.0.1:") || !strings.HasPrefix(m["ALL_PROXY"], "socks5h://127.0.0.1:") {
+	// The HTTP proxy URL carries this run's credentials.
+	if u, err := url.Parse(m["HTTPS_PROXY"]); err != nil || u.Scheme != "http" || u.User == nil || !strings.HasPrefix(u.Host, "127.0.0.1:") ||
+		!strings.HasPrefix(m["ALL_PROXY"], "socks5h://127.0.0.1:") {
 		t.Errorf("proxy variables: %q %q", m["HTTPS_PROXY"], m["ALL_PROXY"])
 	}
 	socksAddr := strings.TrimPrefix(m["ALL_PROXY"], "socks5h://")

@@ -14,16 +14,16 @@ type proxyServer interface {
 	Close() error
 }
 
-func newHTTPServer(d *policy.Dialer) (proxyServer, error) {
-	s, err := proxy.New(proxy.Options{Dialer: d})
+func newHTTPServer(d *policy.Dialer, creds proxy.Credentials) (proxyServer, error) {
+	s, err := proxy.New(proxy.Options{Dialer: d, Credentials: creds})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func newSOCKSServer(d *policy.Dialer) (proxyServer, error) {
-	s, err := socks.New(socks.Options{Dialer: d})
+func newSOCKSServer(d *policy.Dialer, creds socks.Credentials) (proxyServer, error) {
+	s, err := socks.New(socks.Options{Dialer: d, Credentials: creds})
 	if err != nil {
 		return nil, err
 	}
