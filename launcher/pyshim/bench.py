@@ -13,6 +13,7 @@ bounded; nothing touches the network.
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,9 +61,14 @@ def fresh_shim(base):
 
 
 def timed(cmd, env):
+    """Wall-clock and CPU (user + system) seconds of one run. CPU time is
+    the steadier figure on a machine other work shares."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def main():
@@ -96,7 +102,9 @@ def main():
         ]
         print("python: %s" % args.python)
         print("settings: %s" % json.dumps(settings))
-        print("%-26s %9s %9s %7s %9s   %s" % ("workload", "bare ms", "shim ms", "ratio", "added ms", "(minimum of each; median in brackets)"))
+        print("minimum of %d runs each, wall clock and CPU (user+system); median wall clock in brackets" % runs)
+        print("%-26s %8s %8s %7s %8s | %8s %8s %7s %8s | %s" % (
+            "workload", "bare ms", "shim ms", "ratio", "added", "bare cpu", "shim cpu", "ratio", "added", "median wall"))
         for label, cmd in workloads:
             bare, shim = [], []
             for i in range(runs + 1):
@@ -114,11 +122,12 @@ def main():
                 if i:  # the first pair warms the OS and fills the cache
                     bare.append(b)
                     shim.append(s_)
-            mb, ms = min(bare) * 1000, min(shim) * 1000
-            db, ds = statistics.median(bare) * 1000, statistics.median(shim) * 1000
+            mb, ms = min(x[0] for x in bare) * 1000, min(x[0] for x in shim) * 1000
+            cb, cs = min(x[1] for x in bare) * 1000, min(x[1] for x in shim) * 1000
+            db, ds = statistics.median(x[0] for x in bare) * 1000, statistics.median(x[0] for x in shim) * 1000
             print(
-                "%-26s %9.1f %9.1f %7.3f %9.1f   (%.1f %.1f %.3f %+.1f)"
-                % (label, mb, ms, ms / mb, ms - mb, db, ds, ds / db, ds - db)
+                "%-26s %8.1f %8.1f %7.3f %8.1f | %8.1f %8.1f %7.3f %8.1f | %.1f / %.1f"
+                % (label, mb, ms, ms / mb, ms - mb, cb, cs, cs / cb, cs - cb, db, ds)
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -81,6 +81,11 @@ def _pycache_code(path, raw=False):
     return code
 
 
+# types.SimpleNamespace without importing types: a C type whose attributes
+# are plain instance data.
+_Namespace = type(sys.implementation)
+
+
 def ensure_core(code=None):
     """Build the engine and add the audit hook, once per process. code, if
     given, returns the compiled code of a source file (from a cache)."""
@@ -92,7 +97,6 @@ def ensure_core(code=None):
     import _socket
     import _thread
     import time
-    import types
     import unicodedata
     from hermetic import PolicyViolation
 
@@ -128,12 +132,12 @@ def ensure_core(code=None):
         "sock_family": _socket.socket.family.__get__,
         # Captured now: the engine never looks a module up in sys.modules,
         # where a program could have planted its own.
-        "socket": types.SimpleNamespace(
+        "socket": _Namespace(
             getaddrinfo=_socket.getaddrinfo,
             getservbyname=_socket.getservbyname,
             gethostname=_socket.gethostname,
         ),
-        "unicodedata": types.SimpleNamespace(
+        "unicodedata": _Namespace(
             normalize=unicodedata.normalize,
             category=unicodedata.category,
             bidirectional=unicodedata.bidirectional,
@@ -538,8 +542,9 @@ def boot(raw, extra_read=None, code=None):
         import _socket  # noqa: F401  (the engine resolves with it)
         import unicodedata  # noqa: F401  (and normalises names with it)
 
-        global _net
-        from hermetic import _net  # before a guard could refuse its loading
+        if '"fs_root"' in raw:
+            global _net
+            from hermetic import _net  # before the root could refuse its loading
     if '"no_subprocess"' in raw:
         import _posixsubprocess  # noqa: F401
     install(raw, code)
