@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -19,9 +20,10 @@ import (
 // directions end. It serves `hermetic proxy-connect`, the ProxyCommand that
 // GIT_SSH_COMMAND and GIT_PROXY_COMMAND name, so that ssh and git:// go
 // through hermetic's policy with no dependency on nc or socat. The host is
-// sent to the proxy as a name, never resolved here.
-func ProxyConnect(ctx context.Context, socksAddr, host, port string, stdin io.Reader, stdout io.Writer) error {
-	conn, err := socksDial(ctx, socksAddr, host, port)
+// sent to the proxy as a name, never resolved here. auth, when set, is
+// offered as RFC 1929 username/password authentication.
+func ProxyConnect(ctx context.Context, socksAddr string, auth *url.Userinfo, host, port string, stdin io.Reader, stdout io.Writer) error {
+	conn, err := socksDial(ctx, socksAddr, auth, host, port)
 	if err != nil {
 		return fmt.Errorf("proxy-connect: %w", err)
 	}
@@ -40,10 +42,11 @@ var socksReplies = map[byte]string{
 	8: "address type not supported",
 }
 
-// socksDial makes a SOCKS5 CONNECT (RFC 1928, no authentication) and returns
-// the proxy connection itself, so that closing its write side reaches the
-// destination as EOF: ssh and git need that half-close.
-func socksDial(ctx context.Context, socksAddr, host, port string) (*net.TCPConn, error) {
+// socksDial makes a SOCKS5 CONNECT (RFC 1928; with auth, RFC 1929
+// username/password is offered too) and returns the proxy connection
+// itself, so that closing its write side reaches the destination as EOF:
+// ssh and git need that half-close.
+func socksDial(ctx context.Context, socksAddr string, auth *url.Userinfo, host, port string) (*net.TCPConn, error) {
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	p, err := strconv.ParseUint(port, 10, 16)
 	if err != nil || p == 0 {
@@ -77,14 +80,40 @@ func socksDial(ctx context.Context, socksAddr, host, port string) (*net.TCPConn,
 		return nil, err
 	}
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := conn.Write([]byte{5, 1, 0}); err != nil { // one method: no authentication
+	greeting := []byte{5, 1, 0} // one method: no authentication
+	var user, pass string
+	if auth != nil {
+		user = auth.Username()
+		pass, _ = auth.Password()
+		if len(user) == 0 || len(user) > 255 || len(pass) > 255 {
+			return fail(errors.New("SOCKS5 credentials: want a user and a password of at most 255 bytes"))
+		}
+		greeting = []byte{5, 2, 0, 2} // no authentication, or username/password
+	}
+	if _, err := conn.Write(greeting); err != nil {
 		return fail(err)
 	}
 	var b [4]byte
 	if _, err := io.ReadFull(conn, b[:2]); err != nil {
 		return fail(fmt.Errorf("SOCKS5 greeting: %w", err))
 	}
-	if b[0] != 5 || b[1] != 0 {
+	switch {
+	case b[0] != 5:
+		return fail(errors.New("not a SOCKS5 proxy"))
+	case b[1] == 0:
+	case b[1] == 2 && auth != nil:
+		msg := append([]byte{1, byte(len(user))}, user...)
+		msg = append(append(msg, byte(len(pass))), pass...)
+		if _, err := conn.Write(msg); err != nil {
+			return fail(err)
+		}
+		if _, err := io.ReadFull(conn, b[:2]); err != nil {
+			return fail(fmt.Errorf("SOCKS5 authentication: %w", err))
+		}
+		if b[1] != 0 {
+			return fail(errors.New("the SOCKS5 proxy refused the run's credentials"))
+		}
+	default:
 		return fail(errors.New("the SOCKS5 proxy wants an authentication method hermetic does not offer"))
 	}
 	if _, err := conn.Write(req); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -118,7 +119,13 @@ func runProxyConnect(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "usage: hermetic proxy-connect --socks HOST:PORT DEST_HOST DEST_PORT")
 		return 1
 	}
-	if err := launcher.ProxyConnect(context.Background(), *socks, fs.Arg(0), fs.Arg(1), stdin, stdout); err != nil {
+	// The run's SOCKS5 credentials come from ALL_PROXY in the environment,
+	// never from the command line, which other users can read.
+	var auth *url.Userinfo
+	if u, err := url.Parse(os.Getenv("ALL_PROXY")); err == nil && u.User != nil && u.Host == *socks {
+		auth = u.User
+	}
+	if err := launcher.ProxyConnect(context.Background(), *socks, auth, fs.Arg(0), fs.Arg(1), stdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "hermetic: %v\n", err)
 		return 1
 	}
