@@ -189,7 +189,10 @@ def _main():
                 extra.append(_os.path.dirname(_os.path.realpath(spec.origin)))
             if cache:
                 extra.append(cache)
-            _runtime.boot(raw, extra, code)
+            protect = [here]
+            if cache:
+                protect.append(cache)
+            _runtime.boot(raw, extra, code, protect)
         except BaseException as e:
             # Fail closed: a program must not run without the guards it
             # was promised.

@@ -54,6 +54,7 @@ _sealed = [False]
 
 # Aggregate of the layers, replaced as a whole so readers never see a mix.
 _S = {
+    "protect": (),
     "roots": (),
     "net": (),
     "fs": (),
@@ -521,6 +522,7 @@ def _make_layer(cfg):
     layer["dynload"] = tuple(_resolve(p)[0] for p in _strs(cfg.get("dynload_dirs"), "dynload_dirs"))
     layer["trace"] = cfg.get("trace") is True
     layer["report"] = _str(cfg.get("report_file"), "report_file")
+    layer["protect"] = tuple(_resolve(p)[0] for p in _strs(cfg.get("protect"), "protect"))
     root = _str(cfg.get("fs_root"), "fs_root")
     layer["fs"] = None
     if cfg.get("fs_readonly") is True or root:
@@ -628,7 +630,13 @@ def _rebuild():
             reports.append(l["report"])
     global _S
     _path_cache.clear()
+    protect = []
+    for l in _layers:
+        for p in l["protect"]:
+            if p and p not in protect:
+                protect.append(p)
     _S = {
+        "protect": tuple(protect),
         "roots": tuple((f.files, (f.root,) + f.allowed, f.root) for f in fs if f.root),
         "net": net,
         "fs": fs,
@@ -681,6 +689,11 @@ def _rebuild():
             t[ev] = _h_ctypes
         t["sqlite3.enable_load_extension"] = _h_ctypes
         t["import"] = _h_import
+    if protect and not fs:
+        t["open"] = _h_open
+        for ev in _FS_WRITE_EVENTS:
+            t[ev] = _h_fs_write
+        t["hermetic.mkfifo"] = _h_fs_write
     if _sealed[0]:
         for ev in ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"):
             t[ev] = _h_seal
@@ -1465,6 +1478,9 @@ def _h_open(event, args):
                 # importlib tolerates OSError here, not other errors.
                 return _oserror_new(PermissionError, 13, "hermetic: bytecode caches are not written under --fs-readonly")
             return _violation("open", p if p is not None else "<%s>" % type(path).__name__, "fs-readonly")
+        v = _protected("open", p)
+        if v is not None:
+            return v
         if _sealed[0] and p is not None:
             # Through any spelling or link: process memory holds the guards.
             real = _resolve(p)[0]
@@ -1516,13 +1532,36 @@ _FS_WRITE_EVENTS = (
 
 
 def _h_fs_write(event, args):
+    guard = event if event != "hermetic.mkfifo" else "os.mkfifo"
+    if not _S["fs"]:
+        # Only hermetic's own files are guarded (source and destination).
+        for x in args[:2]:
+            v = _protected(guard, _path_of(x))
+            if v is not None:
+                return v
+        return None
     p = _path_of(args[0]) if args else None
     if p is None:
         p = "<path>"
     elif type(p) is int:
         p = "fd %d" % p
-    guard = event if event != "hermetic.mkfifo" else "os.mkfifo"
     return _violation(guard, p, "fs-readonly")
+
+
+def _protected(guard, p):
+    """Hermetic's own files (the shim, its report, its code cache) cannot
+    be changed by the program, even when writes are allowed: a later
+    Python of this run, or of a later run, loads them."""
+    prot = _S["protect"]
+    if not prot or type(p) is not str:
+        return None
+    real = _resolve(p)[0]
+    if not _inside(real, prot):
+        return None
+    if p.endswith(".pyc") and "__pycache__" in p:
+        # The import system's own bytecode write; it tolerates OSError.
+        return _oserror_new(PermissionError, 13, "hermetic: bytecode is not written into hermetic's own directories")
+    return _violation(guard, p, "protected", "hermetic's own files cannot be changed")
 
 
 def _h_sqlite(event, args):

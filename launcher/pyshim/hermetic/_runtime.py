@@ -533,11 +533,14 @@ def _patch_asyncio(mod):
 # --------------------------------------------------------- launcher boot --
 
 
-def boot(raw, extra_read=None, code=None):
+def boot(raw, extra_read=None, code=None, protect=None):
     """Install the guards a launcher asked for (the HERMETIC_SHIM value).
-    code, if given, loads compiled code from the launcher's cache."""
+    code, if given, loads compiled code from the launcher's cache; protect
+    lists hermetic's own directories, which the program may not change."""
     if extra_read:
         raw = _add_key(raw, "extra_read", extra_read)
+    if protect:
+        raw = _add_key(raw, "protect", protect)
     if '"network"' in raw:
         import _socket  # noqa: F401  (the engine resolves with it)
         import unicodedata  # noqa: F401  (and normalises names with it)

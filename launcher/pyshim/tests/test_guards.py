@@ -580,6 +580,40 @@ class BootstrapTest(unittest.TestCase):
         r = run("import hermetic._runtime as rt; print(CHAINED, rt.state()['layers'])", NOPROC, env={"PYTHONPATH": path})
         self.assertEqual(r.stdout.split(), ["1", "1"], r.stderr)
 
+    def test_own_files_protected(self):
+        # The shim (here a copy, as the launcher writes one per run) and
+        # the code cache cannot be changed by the program, even when writes
+        # are allowed; other writes still work.
+        import shutil
+
+        shim = os.path.join(tempdir(self), "shim")
+        shutil.copytree(PYSHIM, shim, ignore=shutil.ignore_patterns("tests", "__pycache__", "*.go"))
+        cache = tempdir(self)
+        d = tempdir(self)
+        code = """
+        import os, sys
+        from hermetic import PolicyViolation
+        shim, cache, d = sys.argv[1:]
+        entry = os.path.join(cache, sorted(os.listdir(cache))[0])
+        for name, f in (
+            ("sitecustomize", lambda: open(os.path.join(shim, "sitecustomize.py"), "a")),
+            ("remove", lambda: os.remove(os.path.join(shim, "hermetic", "_core.py"))),
+            ("rename", lambda: os.rename(os.path.join(d, "x"), os.path.join(shim, "hermetic", "_net.py"))),
+            ("cache", lambda: open(entry, "wb")),
+        ):
+            try:
+                f()
+                print(name, "CHANGED")
+            except PolicyViolation as e:
+                print(name, e.reason)
+        open(os.path.join(d, "y"), "w").write("ok")
+        print(open(os.path.join(d, "y")).read())
+        """
+        open(os.path.join(d, "x"), "w").close()
+        settings = {"no_subprocess": True, "cache_dir": cache}
+        r = run(code, settings, env={"PYTHONPATH": shim}, args=[shim, cache, d])
+        self.assertEqual(r.stdout.split(), ["sitecustomize", "protected", "remove", "protected", "rename", "protected", "cache", "protected", "ok"], r.stderr)
+
     def test_bad_settings_fail_closed(self):
         for bad in ("{not json", '{"network": 3}', '{"fs_root": 3}', '{"no_subprocess": true', '[]'):
             with self.subTest(settings=bad):
