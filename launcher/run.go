@@ -295,17 +295,15 @@ func (r *runner) gitCommands(pe *proxyEnv, socks string) error {
 	return nil
 }
 
-func socksHostPort(u string) (string, bool) {
-	_, rest, ok := strings.Cut(u, "://")
-	if !ok {
+// socksHostPort is the HOST:PORT of a SOCKS proxy URL. Its credentials are
+// left out: proxy-connect finds them in ALL_PROXY, which holds this same
+// URL, so they stay off its command line, which other users can read.
+func socksHostPort(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
 		return "", false
 	}
-	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
-		// proxy-connect has no way to pass credentials on.
-		return "", false
-	}
-	rest, _, _ = strings.Cut(rest, "/")
-	return rest, rest != ""
+	return u.Host, true
 }
 
 // warnShimBypass warns when the target's Python will not load the shim.
