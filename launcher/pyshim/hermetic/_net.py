@@ -198,10 +198,29 @@ def _make_gethostbyname(mod):
     return gethostbyname, gethostbyname_ex
 
 
+def _real_family(fd):
+    """The family of the socket behind a descriptor, whatever family the
+    caller claims for it (the kernel's SO_DOMAIN), or None."""
+    try:
+        probe = _base(fileno=fd)
+    except (OSError, ValueError, TypeError, OverflowError):
+        return None
+    try:
+        return _family(probe)
+    finally:
+        probe.detach()
+
+
+def _check_adopt(fd, family):
+    real = _real_family(fd) if type(fd) is int or hasattr(fd, "__index__") else None
+    for f in (family, real):
+        if f in _INET:
+            _audit("hermetic.fromfd", int(f))
+
+
 def _make_fromfd(orig, what):
     def fromfd(fd, family, *args, **kwargs):
-        if family in _INET:
-            _audit("hermetic.fromfd", int(family))
+        _check_adopt(fd, family)
         return orig(fd, family, *args, **kwargs)
 
     fromfd.__doc__ = orig.__doc__

@@ -69,6 +69,31 @@ class BlockedTest(unittest.TestCase):
         r = run("import urllib.request; urllib.request.urlopen('http://denied.test/')", BLOCKED)
         self.assertBlocked(r, "socket.getaddrinfo", "denied.test:80")
 
+    def test_adopting_internet_descriptors_blocked(self):
+        # Whatever family the caller claims, the kernel's is judged.
+        # (socket.socket(fileno=) is left alone: accept, dup and ssl adopt
+        # the guard's own descriptors through it.)
+        code = """
+        import socket, _socket
+        from hermetic import PolicyViolation
+        s = _socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        u = socket.socket(socket.AF_UNIX)
+        for name, f in (
+            ("fromfd claiming unix", lambda: socket.fromfd(s.fileno(), socket.AF_UNIX, socket.SOCK_STREAM)),
+            ("unix fromfd", lambda: socket.fromfd(u.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) and None),
+        ):
+            try:
+                print(name, f())
+            except PolicyViolation as e:
+                print(name, "refused", e.guard)
+        """
+        r = run(code, BLOCKED)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), [
+            "fromfd claiming unix refused socket.fromfd",
+            "unix fromfd None",
+        ])
+
     def test_fromfd_blocked(self):
         code = """
         import socket, _socket
