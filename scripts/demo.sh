@@ -19,7 +19,8 @@ cleanup() {
 	if [ -n "$srv" ]; then kill "$srv" 2>/dev/null || true; fi
 	rm -rf "$work"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 bin=${HERMETIC:-}
 if [ -z "$bin" ]; then
