@@ -1,9 +1,11 @@
 // Command startbench measures what hermetic adds to starting a program:
 // `hermetic --no-network --isolate=none -- true` against `true`, in the same
 // run, interleaved so that both see the same machine load. It also times
-// `hermetic version` (starting the Go binary, no run) and `hermetic -- true`
-// (a run that leaves the network alone: no proxies), so that the table
-// shows where the added time goes. `make bench` runs it.
+// a Go hello-world (what any Go program costs to start), `hermetic version`
+// (starting hermetic's binary: runtime and package initialisation, no run)
+// and `hermetic -- true` (a run that leaves the network alone: no proxies,
+// no shim), so that the table shows where the added time goes. `make bench`
+// runs it.
 package main
 
 import (
@@ -57,6 +59,17 @@ func run(bin string, rounds, warmup int) error {
 			return fmt.Errorf("building hermetic: %w", err)
 		}
 	}
+	// The floor any Go program pays on this machine: runtime start-up with
+	// nothing but fmt linked in.
+	hello := filepath.Join(work, "hello")
+	if err := os.WriteFile(hello+".go", []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Print() }\n"), 0o600); err != nil {
+		return err
+	}
+	build := exec.Command("go", "build", "-o", hello, hello+".go")
+	build.Dir, build.Stdout, build.Stderr = work, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building the Go hello-world: %w", err)
+	}
 	truePath, err := exec.LookPath("true")
 	if err != nil {
 		return err
@@ -75,6 +88,7 @@ func run(bin string, rounds, warmup int) error {
 
 	cmds := []*command{
 		{label: "true", argv: []string{truePath}},
+		{label: "Go hello-world (any Go program)", argv: []string{hello}},
 		{label: "hermetic version", argv: []string{bin, "version"}},
 		{label: "hermetic -- true", argv: []string{bin, "--", truePath}},
 		{label: "hermetic --no-network --isolate=none -- true", argv: []string{bin, "--no-network", "--isolate=none", "--", truePath}},
