@@ -545,9 +545,10 @@ def boot(raw, extra_read=None, code=None, protect=None):
         import _socket  # noqa: F401  (the engine resolves with it)
         import unicodedata  # noqa: F401  (and normalises names with it)
 
-        if '"fs_root"' in raw:
-            global _net
-            from hermetic import _net  # before the root could refuse its loading
+        # Loaded before any guard is on, so that its cached code can be
+        # read (a root) and written (hermetic's files are protected).
+        global _net
+        from hermetic import _net
     if '"no_subprocess"' in raw:
         import _posixsubprocess  # noqa: F401
     install(raw, code)
