@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -162,9 +163,16 @@ func TestKillingHermeticKillsTarget(t *testing.T) {
 func TestNothingLeftBehind(t *testing.T) {
 	need(t, "sh")
 	tmp := t.TempDir()
-	// The target records its process group so the test can look for
-	// stragglers; the shim directory and scripts live under TMPDIR.
-	r := hermetic(t, runOpts{tmp: tmp}, "--no-network", "--no-subprocess", "--", "sh", "-c", `echo "$PYTHONPATH"; test -d "${PYTHONPATH%%:*}"`)
+	// Every process of these runs (hermetic, the target, what it starts)
+	// carries a marker in its environment, so stragglers can be found;
+	// the shim directory and scripts live under TMPDIR.
+	mark := fmt.Sprintf("HERMETIC_TEST_MARK=%d-%d", os.Getpid(), time.Now().UnixNano())
+	defer func() {
+		if pids := marked(mark); len(pids) > 0 {
+			t.Errorf("processes left behind: %v", pids)
+		}
+	}()
+	r := hermetic(t, runOpts{tmp: tmp, env: []string{mark}}, "--no-network", "--no-subprocess", "--", "sh", "-c", `echo "$PYTHONPATH"; test -d "${PYTHONPATH%%:*}"`)
 	if r.code != 0 {
 		t.Fatalf("the shim directory was missing during the run\n%s", r)
 	}
@@ -177,8 +185,8 @@ func TestNothingLeftBehind(t *testing.T) {
 		t.Errorf("left in TMPDIR after the run: %v %v", ents, err)
 	}
 	// After a signal-killed target and after a usage error, too.
-	hermetic(t, runOpts{tmp: tmp}, "--no-network", "--", "sh", "-c", "kill -TERM $$")
-	hermetic(t, runOpts{tmp: tmp}, "--no-network", "--allow-domain", "*", "--", "true")
+	hermetic(t, runOpts{tmp: tmp, env: []string{mark}}, "--no-network", "--", "sh", "-c", "kill -TERM $$")
+	hermetic(t, runOpts{tmp: tmp, env: []string{mark}}, "--no-network", "--allow-domain", "*", "--", "true")
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("left in TMPDIR: %v", ents)
 	}
@@ -198,4 +206,21 @@ func TestTerminatedHermeticCleansUp(t *testing.T) {
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("left in TMPDIR after SIGTERM: %v", ents)
 	}
+}
+
+// marked lists the live processes whose environment holds mark.
+func marked(mark string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || !alive(pid) {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), mark) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
