@@ -39,7 +39,8 @@ bench:
 
 # Each fuzz target runs for FUZZTIME (go test allows one target per run).
 FUZZ_TARGETS = policy:FuzzNormalize policy:FuzzParseRule policy:FuzzDecide \
-	proxy:FuzzRequest socks:FuzzHandshake
+	proxy:FuzzRequest socks:FuzzHandshake dnsfilter:FuzzAnswer \
+	launcher:FuzzLoadConfig launcher:FuzzEnvFlags launcher:FuzzSplitWords launcher:FuzzRedact
 fuzz:
 	@for pt in $(FUZZ_TARGETS); do \
 		p=$${pt%%:*}; t=$${pt#*:}; echo "== $$p $$t"; \
