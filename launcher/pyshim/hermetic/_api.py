@@ -27,6 +27,7 @@ def _settings(
     report_file=None,
     resolve=None,
     socks=None,
+    socks_auth=None,
 ):
     for name, v in (
         ("allow_domains", allow_domains),
@@ -73,6 +74,15 @@ def _settings(
             net["resolve"] = {k: [v] if isinstance(v, str) else list(v) for k, v in dict(resolve).items()}
         if socks:
             net["socks"] = socks
+        if socks_auth:
+            # (username, password) for RFC 1929; never echoed in errors.
+            try:
+                user, password = socks_auth
+            except (TypeError, ValueError):
+                raise TypeError("socks_auth: want a (username, password) pair") from None
+            if not isinstance(user, str) or not isinstance(password, str):
+                raise TypeError("socks_auth: want a (username, password) pair of strings")
+            net["socks_user"], net["socks_password"] = user, password
         s["network"] = net
     if block_subprocess:
         s["no_subprocess"] = True

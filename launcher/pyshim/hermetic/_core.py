@@ -429,12 +429,15 @@ def _addrport(s, what):
 class _Net:
     """One layer's network guard. The policy is built on first use."""
 
-    __slots__ = ("cfg", "policy", "socks", "http", "resolve", "blocked_tls")
+    __slots__ = ("cfg", "policy", "socks", "socks_auth", "http", "resolve", "blocked_tls")
 
     def __init__(self, cfg):
         self.cfg = cfg
         self.policy = None
         self.socks = None
+        # Checked now, not on first use, so that bad credentials are a
+        # settings error at install time.
+        self.socks_auth = _socks_auth(cfg, bool(cfg.get("socks")))
         self.http = None
         self.resolve = None
         self.blocked_tls = cfg.get("posture") == "blocked" and not cfg.get("allow_localhost")
@@ -469,6 +472,32 @@ class _Net:
             self.resolve = res
             self.policy = pol
         return self.policy
+
+
+def _socks_auth(c, have_socks):
+    """The RFC 1929 username and password for the SOCKS5 proxy, as bytes,
+    or None. Errors never quote the values: the password is a secret."""
+    user = _str(c.get("socks_user"), "network.socks_user")
+    password = _str(c.get("socks_password"), "network.socks_password")
+    if not user:
+        if password:
+            raise ValueError("network.socks_password: needs network.socks_user")
+        return None
+    if not have_socks:
+        raise ValueError("network.socks_user: needs network.socks")
+    u, p = _utf8(user), _utf8(password)
+    if u is None or len(u) > 255:
+        raise ValueError("network.socks_user: want 1 to 255 bytes of UTF-8")
+    if p is None or len(p) > 255:
+        raise ValueError("network.socks_password: want at most 255 bytes of UTF-8")
+    return (u, p)
+
+
+def _utf8(s):
+    try:
+        return str.encode(s, "utf-8", "strict")
+    except UnicodeError:
+        return None
 
 
 def _learned_names(a):
@@ -865,10 +894,11 @@ def _check_all(d, a):
 
 
 def _socks_of():
+    """The network layer whose SOCKS5 proxy carries connections, or None."""
     for n in _S["net"]:
         n.get()
         if n.socks:
-            return n.socks
+            return n
     return None
 
 
@@ -1234,7 +1264,8 @@ def _learn(a, name):
 def _h_route(event, args):
     """hermetic.route(family, type, address, out): how a connect or sendto
     of a patched socket must go. Appends ("direct", sockaddr) or
-    ("socks", proxy_host, proxy_port, dest_host, dest_port)."""
+    ("socks", proxy_host, proxy_port, dest_host, dest_port, auth), auth
+    being None or the (username, password) bytes for RFC 1929."""
     if len(args) not in (4, 5) or type(args[3]) is not list:
         return None
     fam, stype, addr, out = _as_int(args[0]), _as_int(args[1]), args[2], args[3]
@@ -1262,10 +1293,10 @@ def _h_route(event, args):
         if d is None or socks is None or P["is_loopback"](h):
             list.append(out, ("direct", _sockaddr(fam, h, port, t)))
         else:
-            list.append(out, ("socks", P["addr_text"](socks[0]), socks[1], P["addr_text"](h), port))
+            list.append(out, ("socks", P["addr_text"](socks.socks[0]), socks.socks[1], P["addr_text"](h), port, socks.socks_auth))
         return None
     if socks is not None and not P["is_localhost_name"](h[1]):
-        list.append(out, ("socks", P["addr_text"](socks[0]), socks[1], h[1], port))
+        list.append(out, ("socks", P["addr_text"](socks.socks[0]), socks.socks[1], h[1], port, socks.socks_auth))
         return None
     try:
         res = _resolve_name(h[1], port, AF_INET if fam == AF_INET else 0, stype or SOCK_STREAM, 0, 0)

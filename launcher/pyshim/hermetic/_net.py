@@ -49,7 +49,7 @@ def connect(self, address):
         return _connect(self, address)
     if r[0] == "direct":
         return _connect(self, r[1])
-    return _socks(self, r[1], r[2], r[3], r[4])
+    return _socks(self, r[1], r[2], r[3], r[4], r[5])
 
 
 def connect_ex(self, address):
@@ -59,7 +59,7 @@ def connect_ex(self, address):
     if r[0] == "direct":
         return _connect_ex(self, r[1])
     try:
-        _socks(self, r[1], r[2], r[3], r[4])
+        _socks(self, r[1], r[2], r[3], r[4], r[5])
     except OSError as e:
         return e.errno or 5
     return 0
@@ -80,7 +80,9 @@ def sendmsg(self, buffers, ancdata=(), flags=0, address=None):
     return _sendmsg(self, buffers, ancdata, flags, r[1] if r else address)
 
 
-# SOCKS5 (RFC 1928), CONNECT only, no authentication.
+# SOCKS5 (RFC 1928), CONNECT only; no authentication, or RFC 1929
+# username/password when the settings give credentials. Errors name the
+# proxy, never the password.
 
 _REPLIES = {
     1: (5, "general SOCKS server failure"),
@@ -104,7 +106,7 @@ def _recv_exact(sock, n):
     return buf
 
 
-def _socks(sock, proxy_host, proxy_port, host, port):
+def _socks(sock, proxy_host, proxy_port, host, port, auth=None):
     fam = _family(sock)
     if fam == _socket.AF_INET6 and ":" not in proxy_host:
         proxy_host = "::ffff:" + proxy_host
@@ -114,9 +116,7 @@ def _socks(sock, proxy_host, proxy_port, host, port):
         _settimeout(sock, _SOCKS_TIMEOUT)
     try:
         _connect(sock, target)
-        _sendall(sock, b"\x05\x01\x00")
-        if _recv_exact(sock, 2) != b"\x05\x00":
-            raise ConnectionError(71, "SOCKS5 proxy refused the handshake")
+        _socks_greet(sock, auth, _proxy_name(proxy_host, proxy_port), _proxy_name(host, port))
         _sendall(sock, b"\x05\x01\x00" + _socks_addr(host) + port.to_bytes(2, "big"))
         head = _recv_exact(sock, 4)
         if head[0] != 5:
@@ -140,6 +140,36 @@ def _socks(sock, proxy_host, proxy_port, host, port):
             raise OSError(errno, "%s (SOCKS5 proxy, connecting to %s:%d)" % (msg, host, port))
     finally:
         _settimeout(sock, timeout)
+
+
+def _proxy_name(host, port):
+    if host.startswith("::ffff:") and "." in host:
+        host = host[7:]
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+def _socks_greet(sock, auth, proxy, dest):
+    """Method negotiation and, when the proxy asks for it, RFC 1929
+    username/password authentication. Method 2 is offered only when
+    credentials are configured."""
+    _sendall(sock, b"\x05\x02\x00\x02" if auth else b"\x05\x01\x00")
+    ver, method = _recv_exact(sock, 2)
+    if ver != 5:
+        raise ConnectionError(71, "SOCKS5 proxy %s sent a bad reply" % proxy)
+    if method == 0:
+        return
+    if method == 2 and auth:
+        user, password = auth
+        _sendall(sock, b"\x01" + bytes((len(user),)) + user + bytes((len(password),)) + password)
+        ver, status = _recv_exact(sock, 2)
+        if ver != 1:
+            raise ConnectionError(71, "SOCKS5 proxy %s sent a bad authentication reply" % proxy)
+        if status != 0:
+            raise PermissionError(13, "SOCKS5 proxy %s refused the username and password (connecting to %s)" % (proxy, dest))
+        return
+    if method == 0xFF and not auth:
+        raise PermissionError(13, "SOCKS5 proxy %s requires authentication and no credentials are configured (connecting to %s)" % (proxy, dest))
+    raise ConnectionError(71, "SOCKS5 proxy %s accepts none of the authentication methods offered" % proxy)
 
 
 def _socks_addr(host):

@@ -85,11 +85,15 @@ class Server:
 
 
 class Socks5:
-    """A minimal loopback SOCKS5 server (no authentication, CONNECT only)
-    that records each request and forwards it to upstream (host, port) on
-    loopback, or refuses it with reply 0x02."""
+    """A minimal loopback SOCKS5 server (CONNECT only) that records each
+    request and forwards it to upstream (host, port) on loopback, or refuses
+    it with reply 0x02. Without creds it takes no authentication; with
+    creds (user, password) it takes only RFC 1929 username/password, as
+    hermetic's proxy does: a client that does not offer method 2 gets 0xFF,
+    wrong credentials get {1, 1}, and the connection is closed. The methods
+    each client offered and the credentials it sent are recorded."""
 
-    def __init__(self, upstream_port, refuse=(), limit=20):
+    def __init__(self, upstream_port, refuse=(), limit=20, creds=None):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -99,6 +103,9 @@ class Socks5:
         self.refuse = set(refuse)
         self.requests = []
         self.limit = limit
+        self.creds = None if creds is None else (creds[0].encode(), creds[1].encode())
+        self.methods = []
+        self.logins = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -127,8 +134,23 @@ class Socks5:
 
     def _one(self, c):
         ver, n = self._exact(c, 2)
-        self._exact(c, n)
-        c.sendall(b"\x05\x00")
+        methods = self._exact(c, n)
+        self.methods.append(methods)
+        if self.creds is None:
+            c.sendall(b"\x05\x00")
+        elif 2 not in methods:
+            c.sendall(b"\x05\xff")
+            return
+        else:
+            c.sendall(b"\x05\x02")
+            ver, n = self._exact(c, 2)
+            user = self._exact(c, n)
+            password = self._exact(c, self._exact(c, 1)[0])
+            self.logins.append((ver, user, password))
+            if ver != 1 or (user, password) != self.creds:
+                c.sendall(b"\x01\x01")
+                return
+            c.sendall(b"\x01\x00")
         _, cmd, _, atyp = self._exact(c, 4)
         if atyp == 3:
             host = self._exact(c, self._exact(c, 1)[0]).decode()

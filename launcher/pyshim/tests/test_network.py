@@ -329,6 +329,8 @@ class SocksTest(unittest.TestCase):
         r = run(code, self.settings)
         self.assertEqual(r.stdout.strip(), "pong", r.stderr)
         self.assertEqual(self.socks.requests, [(3, "allowed.test", 443)])
+        # Without credentials only "no authentication" is offered.
+        self.assertEqual(self.socks.methods, [b"\x00"])
 
     def test_http_client(self):
         code = """
@@ -399,6 +401,145 @@ class SocksTest(unittest.TestCase):
         r = run(code % (self.srv.port, self.srv.port), settings)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(self.srv.accepted, 0)
+
+
+USER, PASSWORD = "h0user", "pw-Zq81-not-in-any-output"
+CONNECT = "import socket; c = socket.create_connection(('allowed.test', 443)); c.sendall(b'x'); print(c.recv(4).decode())"
+
+
+class SocksAuthTest(unittest.TestCase):
+    """RFC 1929 username/password with hermetic's SOCKS5 proxy: offered only
+    when the settings give credentials; the password never shows in errors,
+    traces or reports."""
+
+    def setUp(self):
+        self.srv = Server()
+        self.addCleanup(self.srv.close)
+        self.socks = Socks5(self.srv.port, refuse={"refused.test"}, creds=(USER, PASSWORD))
+        self.addCleanup(self.socks.close)
+        self.proxy = "127.0.0.1:%d" % self.socks.port
+
+    def settings(self, user=USER, password=PASSWORD, **extra):
+        net = {"posture": "allowlist", "allow": ["allowed.test", "refused.test"], "socks": self.proxy}
+        if user is not None:
+            net["socks_user"], net["socks_password"] = user, password
+        return dict(extra, network=net)
+
+    def assertNoPassword(self, *texts):
+        for t in texts:
+            self.assertNotIn(PASSWORD, t)
+            self.assertNotIn("wrong-" + PASSWORD, t)
+
+    def test_right_credentials(self):
+        r = run(CONNECT, self.settings())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "pong", r.stderr)
+        self.assertEqual(self.socks.methods, [b"\x00\x02"])
+        self.assertEqual(self.socks.logins, [(1, USER.encode(), PASSWORD.encode())])
+        self.assertEqual(self.socks.requests, [(3, "allowed.test", 443)])
+
+    def test_http_client_and_asyncio(self):
+        code = """
+        import asyncio, http.client
+        c = http.client.HTTPConnection('allowed.test', 8080, timeout=10)
+        c.connect(); c.sock.sendall(b'x'); print(c.sock.recv(4).decode())
+        async def main():
+            r, w = await asyncio.open_connection('allowed.test', 443)
+            w.write(b'x'); await w.drain()
+            print((await r.read(4)).decode())
+            w.close()
+        asyncio.run(main())
+        """
+        r = run(code, self.settings())
+        self.assertEqual(r.stdout.split(), ["pong", "pong"], r.stderr)
+        self.assertEqual(self.socks.requests, [(3, "allowed.test", 8080), (3, "allowed.test", 443)])
+
+    def test_wrong_credentials_fail_clearly(self):
+        d = tempdir(self)
+        report = os.path.join(d, "report.jsonl")
+        settings = self.settings(password="wrong-" + PASSWORD, trace=True, report_file=report)
+        r = run(CONNECT, settings)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("PermissionError: [Errno 13] SOCKS5 proxy %s refused the username and password (connecting to allowed.test:443)" % self.proxy, r.stderr)
+        self.assertNoPassword(r.stdout, r.stderr)
+        # create_connection tries each address the (guarded) lookup gave.
+        self.assertGreaterEqual(len(self.socks.logins), 1)
+        self.assertEqual(set(self.socks.logins), {(1, USER.encode(), ("wrong-" + PASSWORD).encode())})
+        self.assertEqual(self.socks.requests, [])
+        self.assertFalse(os.path.exists(report))
+
+    def test_wrong_credentials_connect_ex(self):
+        code = "import socket; s = socket.socket(); s.settimeout(10); print(s.connect_ex(('allowed.test', 443)))"
+        r = run(code, self.settings(user="someone-else"))
+        self.assertEqual(r.stdout.strip(), "13", r.stderr)
+        self.assertEqual(self.socks.requests, [])
+
+    def test_caught_failure_is_an_oserror_not_a_violation(self):
+        code = """
+        import socket
+        from hermetic import PolicyViolation
+        try:
+            socket.create_connection(('allowed.test', 443))
+        except PolicyViolation:
+            print('violation')
+        except OSError as e:
+            print(type(e).__name__, e.errno)
+        """
+        r = run(code, self.settings(password="wrong-" + PASSWORD))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "PermissionError 13")
+
+    def test_no_credentials_configured(self):
+        r = run(CONNECT, self.settings(user=None))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("SOCKS5 proxy %s requires authentication and no credentials are configured" % self.proxy, r.stderr)
+        self.assertGreaterEqual(len(self.socks.methods), 1)
+        self.assertEqual(set(self.socks.methods), {b"\x00"})
+        self.assertEqual(self.socks.logins, [])
+
+    def test_refusal_with_credentials_is_a_violation_without_password(self):
+        d = tempdir(self)
+        report = os.path.join(d, "report.jsonl")
+        r = run("import socket; socket.create_connection(('refused.test', 443))", self.settings(trace=True, report_file=report))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("hermetic: blocked socket.connect: refused.test:443", r.stderr)
+        self.assertIn("[hermetic] blocked socket.connect host=refused.test", r.stderr)
+        with open(report) as f:
+            rep = f.read()
+        self.assertIn("denied-by-proxy", rep)
+        self.assertNoPassword(r.stdout, r.stderr, rep)
+
+    def test_bad_credential_settings_never_quote_the_password(self):
+        cases = [
+            ({"posture": "open", "socks_user": USER, "socks_password": PASSWORD}, "network.socks_user: needs network.socks"),
+            ({"posture": "open", "socks": self.proxy, "socks_password": PASSWORD}, "network.socks_password: needs network.socks_user"),
+            ({"posture": "open", "socks": self.proxy, "socks_user": USER, "socks_password": PASSWORD * 20}, "network.socks_password: want at most 255 bytes"),
+            ({"posture": "open", "socks": self.proxy, "socks_user": USER, "socks_password": PASSWORD + "\ud800"}, "network.socks_password: want at most 255 bytes"),
+            ({"posture": "open", "socks": self.proxy, "socks_user": "u" * 256, "socks_password": PASSWORD}, "network.socks_user: want 1 to 255 bytes"),
+        ]
+        for net, msg in cases:
+            with self.subTest(msg=msg):
+                r = run(CONNECT, {"network": net})
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(msg, r.stderr)
+                self.assertNoPassword(r.stdout, r.stderr)
+        self.assertEqual(self.socks.methods, [])
+
+    def test_library_socks_auth(self):
+        code = """
+        import socket
+        from hermetic import hermetic_blocker
+        with hermetic_blocker(allow_domains=['allowed.test'], socks=%r, socks_auth=(%r, %r)):
+            c = socket.create_connection(('allowed.test', 443)); c.sendall(b'x'); print(c.recv(4).decode())
+        try:
+            hermetic_blocker(allow_domains=['allowed.test'], socks=%r, socks_auth=%r)
+        except TypeError as e:
+            print(e)
+        """
+        r = run(code % (self.proxy, USER, PASSWORD, self.proxy, PASSWORD))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), ["pong", "socks_auth: want a (username, password) pair"])
+        self.assertEqual(self.socks.logins, [(1, USER.encode(), PASSWORD.encode())])
 
 
 if __name__ == "__main__":
