@@ -1,5 +1,3 @@
-//go:build netns_wiring
-
 package integration
 
 import (

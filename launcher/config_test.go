@@ -257,7 +257,11 @@ func TestLoadErrors(t *testing.T) {
 		{"bad resolve ip", []string{"--resolve", "a.test=1.2.3"}, nil, "not an IP address"},
 		{"byo with rules", []string{"--proxy-url", "http://127.0.0.1:3128", "--allow-domain", "a.test"}, nil, "would not be applied"},
 		{"byo bad scheme", []string{"--socks-url", "http://127.0.0.1:1080"}, nil, "socks5"},
-		{"isolate", []string{"--isolate", "netns"}, nil, "use --isolate=none (or auto)"},
+		{"isolate", []string{"--isolate", "sideways"}, nil, "want auto, netns or none"},
+		{"isolate none with expose", []string{"--isolate", "none", "--no-network", "--expose-host-port", "8080"}, nil, "--isolate=none has none"},
+		{"isolate netns with byo", []string{"--isolate", "netns", "--proxy-url", "http://127.0.0.1:3128"}, nil, "needs hermetic's own proxies"},
+		{"expose port 53", []string{"--expose-host-port", "53"}, nil, "other than 53"},
+		{"expose not a port", []string{"--expose-host-port", "http"}, nil, "want a port from 1 to 65535"},
 		{"env-keep pattern", []string{"--env-keep", "A[B"}, nil, "--env-keep"},
 		{"fs empty", []string{"--fs-readonly="}, nil, ""},
 	}

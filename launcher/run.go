@@ -102,6 +102,7 @@ type runner struct {
 	rec      policy.Recorder
 	log      *policy.JSONWriter
 	servers  []proxyServer
+	ns       *netnsRun // the network namespace, when the run uses one
 	serveErr chan error
 	httpAddr netip.AddrPort
 	// httpCreds are what the HTTP proxy requires of this run's clients.
@@ -139,6 +140,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.rep = newReporter()
 	r.rec = recorder(r.rep, trace, r.log)
 
+	if err := r.chooseIsolation(netOn); err != nil {
+		return nil, err
+	}
 	if netOn || shimOn {
 		tmp, err := os.MkdirTemp("", "hermetic-")
 		if err != nil {
@@ -227,7 +231,7 @@ func (r *runner) startProxies() error {
 			l.Close()
 		}
 	}
-	pol, err := policy.New(r.s.netConfig([]netip.AddrPort{r.httpAddr, r.sockAddr}))
+	pol, err := r.newPolicy([]netip.AddrPort{r.httpAddr, r.sockAddr})
 	if err != nil {
 		closeAll()
 		return err
@@ -359,8 +363,8 @@ func (r *runner) spawn(ctx context.Context, env []string) (*Result, error) {
 		SysProcAttr: sysProcAttr(),
 	}
 	closeInheritedFDs()
-	if err := cmd.Start(); err != nil {
-		return nil, startError(r.target.Argv[0], err)
+	if err := r.startTarget(cmd); err != nil {
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -429,6 +433,7 @@ const shutdownTimeout = 5 * time.Second
 // shutdown stops the proxies; it is safe to call more than once.
 func (r *runner) shutdown() {
 	r.closers.Do(func() {
+		r.ns.close()
 		if len(r.servers) == 0 {
 			return
 		}

@@ -26,6 +26,7 @@ type Session struct {
 func NewSession(s Settings) (*Session, error) {
 	s.EnvKeep = slices.Clone(s.EnvKeep)
 	s.Resolve = slices.Clone(s.Resolve)
+	s.ExposeHostPorts = slices.Clone(s.ExposeHostPorts)
 	s.Net = cloneNet(s.Net)
 	p, err := s.validate()
 	if err != nil {

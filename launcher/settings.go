@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -42,9 +43,14 @@ type Settings struct {
 	// target, no proxy is started, and hermetic filters nothing.
 	ProxyURL, SOCKSURL string
 
-	// Isolate is --isolate: auto (or empty), netns or none. netns is
-	// refused until kernel isolation exists; auto then means none.
+	// Isolate is --isolate (SPEC §5.1): auto (or empty), netns or none.
+	// auto runs the blocked and allowlist postures in a network namespace
+	// where the kernel allows one, and warns once when it cannot.
 	Isolate string
+	// ExposeHostPorts are host loopback ports brought into the network
+	// namespace (--expose-host-port): 127.0.0.1:PORT inside reaches the
+	// host's 127.0.0.1:PORT.
+	ExposeHostPorts []uint16
 
 	// Profiles are the profiles that were applied, in order (for reports).
 	Profiles []string
@@ -68,12 +74,28 @@ type Guards struct {
 // once here so that rule errors surface before anything starts.
 func (s *Settings) validate() (*policy.Policy, error) {
 	switch s.Isolate {
-	case "", "auto", "none":
-		// auto is none until kernel isolation is available.
-	case "netns":
-		return nil, fmt.Errorf("--isolate=netns: kernel isolation is not available in this version; use --isolate=none (or auto)")
+	case "", IsolateAuto, IsolateNetns, IsolateNone:
 	default:
 		return nil, fmt.Errorf("--isolate=%q: want auto, netns or none", s.Isolate)
+	}
+	// What can be judged without the run's posture is judged here, so that
+	// a bad combination fails before anything starts; chooseIsolation
+	// judges the rest per run.
+	for _, p := range s.ExposeHostPorts {
+		if p == 0 || p == 53 {
+			return nil, fmt.Errorf("--expose-host-port %d: want a port from 1 to 65535 other than 53, which the DNS filter holds", p)
+		}
+	}
+	if len(s.ExposeHostPorts) > 0 {
+		switch {
+		case s.Isolate == IsolateNone:
+			return nil, errors.New("--expose-host-port brings a host port into the network namespace, and --isolate=none has none")
+		case s.byoProxy():
+			return nil, fmt.Errorf("--expose-host-port needs the network namespace, which %s rules out (hermetic's own proxies are the namespace's way out)", byoFlag(s))
+		}
+	}
+	if s.Isolate == IsolateNetns && s.byoProxy() {
+		return nil, fmt.Errorf("--isolate=netns needs hermetic's own proxies, and %s replaces them", byoFlag(s))
 	}
 	if s.ProxyURL != "" {
 		if err := checkProxyURL("--proxy-url", s.ProxyURL, "http", "https"); err != nil {

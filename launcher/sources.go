@@ -57,6 +57,12 @@ func (e *entry) check(dir string) error {
 				return fmt.Errorf("%s %q: not a profile name", e.where, p)
 			}
 		}
+	case k.name == "expose-host-port":
+		for _, p := range e.list {
+			if n, err := policy.ParsePort(p); err != nil || n == 53 {
+				return fmt.Errorf("%s %q: want a port from 1 to 65535 other than 53, which the DNS filter holds", e.where, p)
+			}
+		}
 	case k.name == "resolve":
 		if _, err := parseResolveAt(e.where, e.list); err != nil {
 			return err
@@ -343,15 +349,27 @@ func (m *merged) settings() Settings {
 			BlockNative:  b["block-native"],
 			Seal:         b["seal"],
 		},
-		FailOnBlock: b["fail-on-block"],
-		Trace:       b["trace"],
-		LogFile:     s["log-file"],
-		Quiet:       b["quiet"],
-		EnvScrub:    b["env-scrub"],
-		EnvKeep:     l["env-keep"],
-		Resolve:     l["resolve"],
-		ProxyURL:    s["proxy-url"],
-		SOCKSURL:    s["socks-url"],
-		Isolate:     s["isolate"],
+		FailOnBlock:     b["fail-on-block"],
+		Trace:           b["trace"],
+		LogFile:         s["log-file"],
+		Quiet:           b["quiet"],
+		EnvScrub:        b["env-scrub"],
+		EnvKeep:         l["env-keep"],
+		Resolve:         l["resolve"],
+		ProxyURL:        s["proxy-url"],
+		SOCKSURL:        s["socks-url"],
+		Isolate:         s["isolate"],
+		ExposeHostPorts: ports(l["expose-host-port"]),
 	}
+}
+
+// ports reads ports that check has already validated.
+func ports(list []string) []uint16 {
+	var out []uint16
+	for _, s := range list {
+		if p, err := policy.ParsePort(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -41,6 +41,15 @@ environment: HERMETIC_FLAGS (flags, as on a command line), HERMETIC_PROFILE,
 HERMETIC_FS_ROOT. The command line wins over the environment, which wins over
 the file; lists of rules add up.
 
+Kernel isolation (Linux): with --no-network or an allowlist, the target runs
+in its own network namespace where hermetic's proxies are the only way out, so
+programs that ignore the proxy settings get nowhere (--isolate=auto, the
+default; where user namespaces are unavailable it warns once and filters only
+clients that use the proxy settings). --isolate=netns insists on the namespace
+and --isolate=none never uses one. Inside, --allow-localhost means the
+sandbox's own loopback; the host's is reachable only through the proxies (an
+address rule such as --allow-cidr 127.0.0.1) or --expose-host-port PORT.
+
 Exit status: the target's; 128+N when signal N killed it; 2 when a blocked
 action ended the run (or anything was blocked, with --fail-on-block); 1 for
 hermetic's own errors; 126/127 when the target cannot be run or is not found.
