@@ -49,7 +49,10 @@ done`
 	}
 	// HERMETIC_PROFILE adds a profile: net-hermetic turns on --no-network
 	// and --allow-localhost; with allow rules present it stays an allowlist.
-	r = hermetic(t, runOpts{dir: sub, env: []string{"HERMETIC_PROFILE=net-hermetic"}}, "--fail-on-block=false", "--", "sh", "-c",
+	// In the network namespace localhost is the sandbox's own loopback, and
+	// curl goes there directly (NO_PROXY): the host's server is brought in
+	// with --expose-host-port.
+	r = hermetic(t, runOpts{dir: sub, env: []string{"HERMETIC_PROFILE=net-hermetic"}}, "--fail-on-block=false", "--expose-host-port", port, "--", "sh", "-c",
 		`curl -s -o /dev/null -w '%{http_code}\n' http://localhost:`+port+`/`)
 	if !strings.Contains(r.stdout, "200") {
 		t.Errorf("net-hermetic should allow localhost\n%s", r)
