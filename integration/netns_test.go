@@ -1,13 +1,16 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -282,6 +285,122 @@ func BenchmarkNetnsStartup(b *testing.B) {
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("%v\n%s", err, out)
 				}
+			}
+		})
+	}
+}
+
+// startNetns starts the copied hermetic as uid with --no-network
+// --isolate=netns and a shell target, and returns once the target has
+// printed its first line.
+func startNetns(t *testing.T, dir string, uid int, script string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	home := filepath.Join(dir, fmt.Sprintf("home-%d", uid))
+	os.MkdirAll(home, 0o755)
+	os.Chown(home, uid, uid)
+	cmd := exec.Command(filepath.Join(dir, "hermetic"), "--no-network", "--isolate=netns", "--", "/bin/sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + home, "LANG=C"}
+	cmd.Dir = home
+	if uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(out)
+		l, _ := br.ReadString('\n')
+		lines <- strings.TrimSpace(l)
+		io.Copy(io.Discard, br)
+	}()
+	select {
+	case l := <-lines:
+		return cmd, l, &stderr
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the target did not start; stderr:\n%s", stderr.String())
+	}
+	return nil, "", nil
+}
+
+// TestNetnsProcess: in the namespace, as root and as an unprivileged user,
+// the target's exit code and signal death come back, 126 and 127 keep
+// their meaning although the init execs the target, SIGTERM, SIGINT and
+// SIGHUP reach the target, and killing hermetic kills the target (the
+// parent-death signal survives the init's exec of the target).
+func TestNetnsProcess(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("switches to an unprivileged uid, which needs root")
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	dir := netnsDir(t)
+	badelf := filepath.Join(dir, "badelf")
+	if err := os.WriteFile(badelf, []byte("\x7fELF not really"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []struct {
+		name string
+		uid  int
+	}{{"root", 0}, {"nobody", 65534}} {
+		t.Run(u.name, func(t *testing.T) {
+			for _, c := range []struct {
+				target []string
+				code   int
+				want   string
+			}{
+				{[]string{"/bin/sh", "-c", "exit 7"}, 7, ""},
+				{[]string{"/bin/sh", "-c", "kill -TERM $$"}, 128 + 15, ""},
+				{[]string{"no-such-program-anywhere"}, 127, "no-such-program-anywhere: not found"},
+				{[]string{badelf}, 126, "badelf: cannot execute: exec format error"},
+			} {
+				r := runNetns(t, dir, u.uid, nil, args("--no-network", "--isolate=netns", "--", c.target)...)
+				if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+					t.Errorf("%q: exit %d, want %d and %q\n%s", c.target, r.code, c.code, c.want, r)
+				}
+			}
+			for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+				// The shell runs its trap once the short sleep ends.
+				script := fmt.Sprintf(`trap 'exit %d' %d; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; exit 99`, 40+int(sig), int(sig))
+				cmd, line, stderr := startNetns(t, dir, u.uid, script)
+				if line != "ready" {
+					t.Fatalf("target said %q\n%s", line, stderr)
+				}
+				cmd.Process.Signal(sig)
+				waitTimeout(cmd, 30*time.Second)
+				if code := cmd.ProcessState.ExitCode(); code != 40+int(sig) {
+					t.Errorf("%v: exit %d, want %d\n%s", sig, code, 40+int(sig), stderr)
+				}
+			}
+			cmd, line, stderr := startNetns(t, dir, u.uid, `echo $$; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`)
+			pid, err := strconv.Atoi(line)
+			if err != nil || !alive(pid) {
+				t.Fatalf("target pid %q\n%s", line, stderr)
+			}
+			cmd.Process.Kill()
+			waitTimeout(cmd, 10*time.Second)
+			gone := false
+			// Bounded: the kernel kills the target as hermetic dies.
+			for i := 0; i < 400 && !gone; i++ {
+				gone = !alive(pid)
+				if !gone {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			if !gone {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("target %d outlived a killed hermetic", pid)
 			}
 		})
 	}

@@ -192,6 +192,7 @@ func (r *runner) startInNetns(cmd *exec.Cmd) error {
 	if err := os.WriteFile(resolv, []byte(netnsResolvConf), 0o644); err != nil {
 		return err
 	}
+	target := cmd.Path // netnsCommand makes cmd start the init
 	spec := netnsSpec{HTTPPort: r.httpAddr.Port(), SOCKSPort: r.sockAddr.Port(), Expose: r.ns.expose, ResolvConf: resolv}
 	start, err := netnsCommand(cmd, spec)
 	if err != nil {
@@ -212,6 +213,13 @@ func (r *runner) startInNetns(cmd *exec.Cmd) error {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return err
+	}
+	// The init execs the target after handing over the sockets. A failed
+	// exec is the target's failure to start, reported and mapped to 126 or
+	// 127 as without the namespace; the init has exited.
+	if err := start.execResult(target); err != nil {
+		cmd.Wait()
+		return &startErr{startError(r.target.Argv[0], err)}
 	}
 	return nil
 }

@@ -4,19 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermetic-dev/hermetic/internal/nsinit"
 )
 
 // The network namespace (SPEC §5.1).
@@ -24,10 +25,11 @@ import (
 // Namespaces are created at process creation, with clone flags on the
 // child: a Go program is multithreaded, and the kernel refuses
 // unshare(CLONE_NEWUSER) to a multithreaded process. The child is hermetic
-// itself, re-executed in an init mode that NetnsInit recognises: inside the
-// new namespaces, still holding the capabilities the new user namespace
-// gives it, it brings loopback up, mounts a resolv.conf that names the DNS
-// filter, creates the proxies' and the DNS filter's listening sockets on the
+// itself, re-executed as the namespace's init (internal/nsinit, which acts
+// during package initialisation, before main): inside the new namespaces,
+// still holding the capabilities the new user namespace gives it, it
+// brings loopback up, mounts a resolv.conf that names the DNS filter,
+// creates the proxies' and the DNS filter's listening sockets on the
 // namespace's loopback, sends them to hermetic over a socket pair, and
 // execs the target. The capabilities end at that exec (the target keeps the
 // user's uid, which is not 0 in the namespace, so it gets none back). One
@@ -40,10 +42,6 @@ import (
 // owner, which host root has). Root is mapped to itself, with the whole uid
 // and gid range, so that root keeps reading every file it could.
 
-// netnsEnv carries the init's instructions; its presence selects init mode.
-// The init removes it before the target's exec.
-const netnsEnv = "HERMETIC_NETNS_INIT"
-
 // netnsFailEnv, set to a non-empty value in hermetic's environment, makes
 // creating the namespaces fail as if the kernel refused them. It exists so
 // that tests can exercise --isolate=auto's fallback and --isolate=netns's
@@ -52,82 +50,15 @@ const netnsEnv = "HERMETIC_NETNS_INIT"
 // can ask for anyway.
 const netnsFailEnv = "HERMETIC_TEST_NETNS_UNAVAILABLE"
 
-// netnsInitHooked records that this program called NetnsInit, and so will
-// act as the init when re-executed. A program embedding the launcher that
-// did not cannot use the namespace: its re-execution would run its own main
-// with the target's arguments.
-var netnsInitHooked atomic.Bool
+// NetnsInit is kept for programs written against the earlier API, which
+// had to call it first thing in main. It does nothing now: the namespace's
+// init runs during package initialisation (internal/nsinit, imported by this
+// package), before main and before the heavier packages' initialisers, so
+// every program that links the launcher can act as the init.
+func NetnsInit() {}
 
-// NetnsInit must be called first thing in main by every program that runs
-// targets through the launcher (cmd/hermetic does). In a normal start it
-// returns at once. When the program was started as the namespace's init,
-// it prepares the namespace and execs the target, and never returns.
-func NetnsInit() {
-	v, ok := os.LookupEnv(netnsEnv)
-	if !ok {
-		netnsInitHooked.Store(true)
-		return
-	}
-	os.Exit(netnsInit(v))
-}
-
-// netnsSpec is what the init prepares inside the namespace. Ports are on
-// 127.0.0.1; the namespace is new, so they are all free.
-type netnsSpec struct {
-	HTTPPort, SOCKSPort uint16
-	// Expose are host loopback ports brought in: a listener on each, whose
-	// connections hermetic relays to the host's 127.0.0.1:PORT.
-	Expose []uint16
-	// ResolvConf is a file bind-mounted over /etc/resolv.conf.
-	ResolvConf string
-}
-
-func (s netnsSpec) encode() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d,%d,", s.HTTPPort, s.SOCKSPort)
-	for i, p := range s.Expose {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		b.WriteString(strconv.Itoa(int(p)))
-	}
-	b.WriteByte(',')
-	b.WriteString(s.ResolvConf)
-	return b.String()
-}
-
-func decodeNetnsSpec(v string) (netnsSpec, error) {
-	parts := strings.SplitN(v, ",", 4)
-	if len(parts) != 4 {
-		return netnsSpec{}, errors.New("malformed namespace instructions")
-	}
-	var s netnsSpec
-	port := func(p string) (uint16, error) {
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 {
-			return 0, fmt.Errorf("bad port %q", p)
-		}
-		return uint16(n), nil
-	}
-	var err error
-	if s.HTTPPort, err = port(parts[0]); err != nil {
-		return s, err
-	}
-	if s.SOCKSPort, err = port(parts[1]); err != nil {
-		return s, err
-	}
-	if parts[2] != "" {
-		for _, p := range strings.Split(parts[2], ":") {
-			n, err := port(p)
-			if err != nil {
-				return s, err
-			}
-			s.Expose = append(s.Expose, n)
-		}
-	}
-	s.ResolvConf = parts[3]
-	return s, nil
-}
+// netnsSpec is what the init prepares inside the namespace.
+type netnsSpec = nsinit.Spec
 
 // pickNetnsPorts chooses the proxies' ports inside the namespace: random,
 // so that a target that binds fixed ports of its own (a test suite running
@@ -183,9 +114,6 @@ var errNetnsUnavailable = errors.New("user and network namespaces are not availa
 // network and mount namespaces. Call sockets after cmd.Start, and close
 // in every case.
 func netnsCommand(cmd *exec.Cmd, spec netnsSpec) (*netnsStart, error) {
-	if !netnsInitHooked.Load() {
-		return nil, errors.New("this program does not call launcher.NetnsInit at the start of main, so it cannot act as the namespace's init")
-	}
 	if os.Getenv(netnsFailEnv) != "" {
 		return nil, fmt.Errorf("%w (%s is set)", errNetnsUnavailable, netnsFailEnv)
 	}
@@ -210,7 +138,7 @@ func netnsCommand(cmd *exec.Cmd, spec netnsSpec) (*netnsStart, error) {
 	target := cmd.Path
 	cmd.Path = exe
 	cmd.Args = append([]string{"hermetic-netns-init", target}, cmd.Args...)
-	cmd.Env = append(slices.Clone(cmd.Env), netnsEnv+"="+spec.encode())
+	cmd.Env = append(slices.Clone(cmd.Env), nsinit.Env+"="+spec.Encode())
 	// The socket pair is the init's descriptor 3; the init closes it at
 	// the target's exec.
 	cmd.ExtraFiles = []*os.File{child}
@@ -254,7 +182,7 @@ func (n *netnsStart) sockets() (*netnsSockets, error) {
 	oob := make([]byte, unix.CmsgSpace(4*want))
 	n.conn.SetReadDeadline(time.Now().Add(netnsInitTimeout))
 	nb, noob, _, _, err := n.conn.ReadMsgUnix(buf, oob)
-	if err != nil {
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("setting up the network namespace: %w", err)
 	}
 	var fds []int
@@ -276,9 +204,9 @@ func (n *netnsStart) sockets() (*netnsSockets, error) {
 		closeFDs(fds)
 		return nil, errors.New("setting up the network namespace: the init exited without a word")
 	}
-	if msg != "ok" {
+	if msg != nsinit.MsgOK {
 		closeFDs(fds)
-		return nil, fmt.Errorf("setting up the network namespace: %s", strings.TrimPrefix(msg, "error: "))
+		return nil, fmt.Errorf("setting up the network namespace: %s", strings.TrimPrefix(msg, nsinit.MsgError))
 	}
 	if len(fds) != want {
 		closeFDs(fds)
@@ -310,6 +238,30 @@ func (n *netnsStart) sockets() (*netnsSockets, error) {
 	return s, nil
 }
 
+// execWait bounds how long hermetic waits to learn whether the init's exec
+// of the target worked. The exec follows the sockets at once; should it
+// hang (a file on a stalled network mount), the target is taken as started,
+// and a failure still shows in the exit code, 126 or 127.
+const execWait = 10 * time.Second
+
+// execResult says whether the init's exec of the target failed: the error
+// the exec returned, as os/exec would have reported it, or nil once the
+// exec has closed the socket pair. Call it after sockets.
+func (n *netnsStart) execResult(path string) error {
+	buf := make([]byte, 128)
+	n.conn.SetReadDeadline(time.Now().Add(execWait))
+	nb, _, _, _, err := n.conn.ReadMsgUnix(buf, nil)
+	if err != nil || nb == 0 {
+		return nil
+	}
+	v, ok := strings.CutPrefix(string(buf[:nb]), nsinit.MsgExecError)
+	errno, perr := strconv.Atoi(v)
+	if !ok || perr != nil {
+		return fmt.Errorf("starting the target in the network namespace: %q", buf[:nb])
+	}
+	return &fs.PathError{Op: "exec", Path: path, Err: syscall.Errno(errno)}
+}
+
 func (n *netnsStart) close() {
 	if n != nil {
 		n.conn.Close()
@@ -328,157 +280,12 @@ func closeFDs(fds []int) {
 // the filter decides exactly that name.
 const netnsResolvConf = "# hermetic: the DNS filter, the only resolver in this network namespace\nnameserver 127.0.0.1\noptions edns0\n"
 
-// netnsInit runs in the child, inside the new namespaces, and returns an
-// exit code only when it cannot exec the target.
-func netnsInit(v string) int {
-	// Capabilities are per thread: set up and exec from one thread.
-	runtime.LockOSThread()
-	const sock = 3
-	fail := func(err error) int {
-		unix.Sendmsg(sock, []byte("error: "+err.Error()), nil, nil, 0)
-		return 125
-	}
-	spec, err := decodeNetnsSpec(v)
-	if err != nil {
-		return fail(err)
-	}
-	if len(os.Args) < 3 {
-		return fail(errors.New("no target"))
-	}
-	if err := loopbackUp(); err != nil {
-		return fail(fmt.Errorf("bringing up loopback: %w", err))
-	}
-	if err := mountResolvConf(spec.ResolvConf); err != nil {
-		return fail(fmt.Errorf("mounting resolv.conf: %w", err))
-	}
-	var fds []int
-	add := func(typ int, port uint16) error {
-		fd, err := bindLoopback(typ, port)
-		if err != nil {
-			return fmt.Errorf("binding 127.0.0.1:%d in the namespace: %w", port, err)
-		}
-		fds = append(fds, fd)
-		return nil
-	}
-	errs := []error{
-		add(unix.SOCK_STREAM, spec.HTTPPort),
-		add(unix.SOCK_STREAM, spec.SOCKSPort),
-		add(unix.SOCK_DGRAM, 53),
-		add(unix.SOCK_STREAM, 53),
-	}
-	for _, p := range spec.Expose {
-		errs = append(errs, add(unix.SOCK_STREAM, p))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fail(err)
-	}
-	if err := unix.Sendmsg(sock, []byte("ok"), unix.UnixRights(fds...), nil, 0); err != nil {
-		return 125
-	}
-	closeFDs(fds)
-
-	// The target gets its standard streams and nothing else: every other
-	// descriptor, the socket pair included, closes at exec.
-	closeInheritedFDs()
-	if err := dropInheritableCaps(); err != nil {
-		fmt.Fprintf(os.Stderr, "hermetic: dropping capabilities: %v\n", err)
-		return 125
-	}
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, netnsEnv+"=") })
-	path := os.Args[1]
-	err = syscall.Exec(path, os.Args[2:], env)
-	fmt.Fprintf(os.Stderr, "hermetic: %s: %v\n", os.Args[2], err)
-	if errors.Is(err, syscall.ENOENT) {
-		return 127
-	}
-	return 126
-}
-
-// loopbackUp sets IFF_UP on lo with an ioctl: no external tool, which could
-// not run with the namespace's capabilities anyway.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
-
-// mountResolvConf makes the mount tree private, so that nothing mounted
-// here reaches the host, and binds file over /etc/resolv.conf. A symlinked
-// /etc/resolv.conf is followed: the mount covers the file it names, in
-// this mount namespace only. Without any /etc/resolv.conf the C library,
-// Go and musl all default to 127.0.0.1, the filter, so nothing is mounted.
-func mountResolvConf(file string) error {
-	if err := unix.Mount("none", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making mounts private: %w", err)
-	}
-	const target = "/etc/resolv.conf"
-	if _, err := os.Stat(target); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return unix.Mount(file, target, "", unix.MS_BIND, "")
-}
-
-// bindLoopback creates a listening TCP or a bound UDP socket on
-// 127.0.0.1:port.
-func bindLoopback(typ int, port uint16) (int, error) {
-	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	if typ == unix.SOCK_STREAM {
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	if typ == unix.SOCK_STREAM {
-		if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
-			unix.Close(fd)
-			return -1, err
-		}
-	}
-	return fd, nil
-}
-
-// dropInheritableCaps empties the ambient and inheritable sets. Only
-// ambient capabilities survive the exec of an ordinary program by a uid
-// other than 0, and inheritable ones would pass to a program carrying
-// file capabilities: with both empty the target gets none (root in the
-// namespace keeps root's, which reach no further than its namespaces).
-func dropInheritableCaps() error {
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return err
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return err
-	}
-	data[0].Inheritable, data[1].Inheritable = 0, 0
-	return unix.Capset(&hdr, &data[0])
-}
-
 // netnsAvailable says, without creating anything, whether the namespaces
 // can be expected to work; a clone that fails anyway (a seccomp filter in
 // a container, say) is caught when the target starts.
 func netnsAvailable() error {
 	if os.Getenv(netnsFailEnv) != "" {
 		return fmt.Errorf("%w (%s is set)", errNetnsUnavailable, netnsFailEnv)
-	}
-	if !netnsInitHooked.Load() {
-		return errors.New("this program does not call launcher.NetnsInit at the start of main, so it cannot act as the namespace's init")
 	}
 	sysctl := func(name string) string {
 		b, err := os.ReadFile("/proc/sys/" + name)

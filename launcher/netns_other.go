@@ -7,20 +7,17 @@ import (
 	"io"
 	"net"
 	"os/exec"
+
+	"github.com/hermetic-dev/hermetic/internal/nsinit"
 )
 
-// NetnsInit must be called first thing in main by every program that runs
-// targets through the launcher. Outside Linux there is no namespace and it
-// does nothing.
+// NetnsInit is kept for programs written against the earlier API; it does
+// nothing (outside Linux there is no namespace at all).
 func NetnsInit() {}
 
 var errNetnsUnavailable = errors.New("network namespaces exist only on Linux")
 
-type netnsSpec struct {
-	HTTPPort, SOCKSPort uint16
-	Expose              []uint16
-	ResolvConf          string
-}
+type netnsSpec = nsinit.Spec
 
 type netnsSockets struct {
 	HTTP, SOCKS net.Listener
@@ -42,6 +39,8 @@ type netnsStart struct{}
 func netnsCommand(*exec.Cmd, netnsSpec) (*netnsStart, error) { return nil, errNetnsUnavailable }
 
 func (*netnsStart) sockets() (*netnsSockets, error) { return nil, errNetnsUnavailable }
+
+func (*netnsStart) execResult(string) error { return nil }
 
 func (*netnsStart) close() {}
 

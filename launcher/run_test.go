@@ -54,8 +54,10 @@ func helper(mode string, args []string) int {
 			}
 		}
 		return code
-	case "socks":
-		// A raw SOCKS5 CONNECT to ALL_PROXY with the domain name as given.
+	case "socks", "socks-noauth":
+		// A raw SOCKS5 CONNECT to ALL_PROXY with the domain name as given,
+		// authenticated (RFC 1929) with the userinfo of ALL_PROXY, unless
+		// socks-noauth, which offers no authentication only.
 		u, err := url.Parse(os.Getenv("ALL_PROXY"))
 		if err != nil {
 			fmt.Println("bad ALL_PROXY", err)
@@ -70,11 +72,30 @@ func helper(mode string, args []string) int {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		name := args[0]
 		req := append([]byte{5, 1, 0, 3, byte(len(name))}, name...)
-		c.Write([]byte{5, 1, 0})
 		reply := make([]byte, 2)
+		if mode == "socks-noauth" || u.User == nil {
+			c.Write([]byte{5, 1, 0})
+		} else {
+			c.Write([]byte{5, 1, 2})
+		}
 		if _, err := io.ReadFull(c, reply); err != nil {
 			fmt.Println("greeting", err)
 			return 3
+		}
+		fmt.Println("socks method", reply[1])
+		if reply[1] == 2 {
+			user := u.User.Username()
+			pass, _ := u.User.Password()
+			fmt.Println("socks password", pass)
+			msg := append([]byte{1, byte(len(user))}, user...)
+			c.Write(append(append(msg, byte(len(pass))), pass...))
+			if _, err := io.ReadFull(c, reply); err != nil {
+				fmt.Println("auth", err)
+				return 3
+			}
+			fmt.Println("socks auth", reply[0], reply[1])
+		} else if reply[1] != 0 {
+			return 0
 		}
 		c.Write(append(req, 1, 187)) // port 443
 		if _, err := io.ReadFull(c, reply); err != nil {
@@ -266,11 +287,20 @@ func TestRunEnvironment(t *testing.T) {
 		m[k] = v
 	}
 	// The HTTP proxy URL carries this run's credentials.
-	if u, err := url.Parse(m["HTTPS_PROXY"]); err != nil || u.Scheme != "http" || u.User == nil || !strings.HasPrefix(u.Host, "127.0.0.1:") ||
-		!strings.HasPrefix(m["ALL_PROXY"], "socks5h://127.0.0.1:") {
+	// The HTTP and SOCKS5 proxy URLs carry this run's credentials, the same
+	// pair; the ProxyCommand (argv, which others can read) does not.
+	hu, err := url.Parse(m["HTTPS_PROXY"])
+	if err != nil || hu.Scheme != "http" || hu.User == nil || !strings.HasPrefix(hu.Host, "127.0.0.1:") {
+		t.Fatalf("HTTPS_PROXY = %q", m["HTTPS_PROXY"])
+	}
+	su, err := url.Parse(m["ALL_PROXY"])
+	if err != nil || su.Scheme != "socks5h" || su.User.String() != hu.User.String() || !strings.HasPrefix(su.Host, "127.0.0.1:") || m["all_proxy"] != m["ALL_PROXY"] {
 		t.Errorf("proxy variables: %q %q", m["HTTPS_PROXY"], m["ALL_PROXY"])
 	}
-	socksAddr := strings.TrimPrefix(m["ALL_PROXY"], "socks5h://")
+	socksAddr := su.Host
+	if pass, _ := su.User.Password(); pass == "" || strings.Contains(m["GIT_SSH_COMMAND"], pass) {
+		t.Errorf("GIT_SSH_COMMAND shows the password, or there is none: %q", m["GIT_SSH_COMMAND"])
+	}
 	want := `ssh -o 'ProxyCommand='\''/opt/my hermetic/hermetic'\'' proxy-connect --socks ` + socksAddr + ` %h %p'`
 	if m["GIT_SSH_COMMAND"] != want {
 		t.Errorf("GIT_SSH_COMMAND = %s\nwant            %s", m["GIT_SSH_COMMAND"], want)
@@ -432,19 +462,59 @@ func TestRunRedactsCredentials(t *testing.T) {
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%+v %v\n%s\n%s", res, err, out, errOut)
 	}
-	if !strings.Contains(out, "socks reply 2") {
-		t.Errorf("the proxy did not refuse the CONNECT (reply 2): %q", out)
+	if !strings.Contains(out, "socks auth 1 0") || !strings.Contains(out, "socks reply 2") {
+		t.Errorf("the proxy did not refuse the authenticated CONNECT (reply 2): %q", out)
+	}
+	_, runPass, _ := strings.Cut(out, "socks password ")
+	runPass, _, _ = strings.Cut(runPass, "\n")
+	if runPass == "" {
+		t.Fatalf("no run password in ALL_PROXY: %q", out)
 	}
 	log, _ := os.ReadFile(logPath)
 	if len(res.Denials) != 1 || len(log) == 0 {
 		t.Fatalf("denials %+v, log %q\n%s\n%s", res.Denials, log, out, errOut)
 	}
 	for what, text := range map[string]string{"stderr": errOut, "log": string(log), "denial": res.Denials[0].Decision.Host} {
-		if strings.Contains(text, "s3cret") {
-			t.Errorf("%s shows the password:\n%s", what, text)
+		if strings.Contains(text, "s3cret") || strings.Contains(text, runPass) {
+			t.Errorf("%s shows a password:\n%s", what, text)
 		}
 	}
 	if !strings.Contains(errOut, "REDACTED") {
 		t.Errorf("stderr does not say what was redacted:\n%s", errOut)
+	}
+}
+
+// TestRunSOCKSNeedsCredentials: the run's SOCKS5 proxy takes only RFC 1929
+// with the run's credentials; a client that offers no authentication gets
+// "no acceptable methods" (0xFF) and no decision is made for it.
+func TestRunSOCKSNeedsCredentials(t *testing.T) {
+	s := Settings{Net: policy.Config{AllowDomains: []string{"allowed.test"}}, Resolve: []string{"allowed.test=127.0.0.1"}}
+	res, out, errOut, err := runHelper(t, s, RunOptions{}, "socks-noauth", "allowed.test")
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v\n%s\n%s", res, err, out, errOut)
+	}
+	if !strings.Contains(out, "socks method 255") || strings.Contains(out, "socks reply") || len(res.Denials) != 0 {
+		t.Errorf("a client without credentials was served: %q %+v", out, res.Denials)
+	}
+}
+
+// TestRunNotExecutableInNetns: in the network namespace the init execs the
+// target, and an exec that fails there is still the target's failure to
+// start, worded and numbered (126) as without the namespace.
+func TestRunNotExecutableInNetns(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "badelf")
+	if err := os.WriteFile(bad, []byte("\x7fELF not really"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{IsolateNetns, IsolateNone} {
+		sess, err := NewSession(Settings{Net: policy.Config{NoNetwork: true}, Isolate: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		_, err = sess.Run(context.Background(), []string{bad}, RunOptions{Stdout: io.Discard, Stderr: &stderr, Stdin: strings.NewReader("")})
+		if ExitCode(err) != 126 || !strings.Contains(fmt.Sprint(err), "badelf: cannot execute: exec format error") {
+			t.Errorf("%s: %v (code %d)\n%s", mode, err, ExitCode(err), stderr.String())
+		}
 	}
 }

@@ -1,10 +1,11 @@
 package launcher
 
 import (
-	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermetic-dev/hermetic/internal/nsinit"
 )
 
 // sysProcAttr makes the kernel kill the target with SIGKILL if hermetic
@@ -16,27 +17,7 @@ func sysProcAttr() *syscall.SysProcAttr {
 // closeInheritedFDs marks every descriptor above stderr close-on-exec, so
 // the target inherits only its three standard streams, whatever hermetic
 // itself inherited from its parent.
-func closeInheritedFDs() {
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
-		return
-	}
-	// Kernels before 5.11: walk the descriptor table.
-	d, err := os.Open("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	for _, n := range names {
-		fd := 0
-		for _, c := range n {
-			fd = fd*10 + int(c-'0')
-		}
-		if fd > 2 {
-			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
-		}
-	}
-}
+func closeInheritedFDs() { nsinit.CloseInheritedFDs() }
 
 // terminalSentSIGINT reports whether hermetic is in the foreground process
 // group of its terminal. Then a SIGINT most likely came from the terminal,

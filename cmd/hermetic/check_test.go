@@ -6,15 +6,9 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
-
-	"github.com/hermetic-dev/hermetic/launcher"
 )
 
 func TestMain(m *testing.M) {
-	// The test binary is also the network namespace's init when a script's
-	// run re-executes it (os.Executable is this binary, whatever name the
-	// script called it by): as in main, before anything else.
-	launcher.NetnsInit()
 	testscript.Main(m, map[string]func(){
 		"hermetic": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})

@@ -9,7 +9,11 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/hermetic-dev/hermetic/launcher"
+	// When hermetic is re-executed as the network namespace's init, this
+	// package's init function sets the namespace up and execs the target,
+	// before the other packages' initialisers and main (the launcher imports
+	// it too; named here so that nobody wonders where the init went).
+	_ "github.com/hermetic-dev/hermetic/internal/nsinit"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -64,9 +68,6 @@ func printUsage(w io.Writer) {
 }
 
 func main() {
-	// First: when hermetic is re-executed as the network namespace's
-	// init, this sets the namespace up and execs the target.
-	launcher.NetnsInit()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
