@@ -87,8 +87,10 @@ func TestPythonDirectSocketsThroughSOCKS(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "log.jsonl")
 	// No proxy variables: http.client and socket.create_connection go
 	// straight for the host, and the shim carries them through the SOCKS5
-	// proxy with the name.
-	script := pyScript(t, `import http.client, os, socket, sys
+	// proxy with the name, authenticating with the run's credentials
+	// (RFC 1929), whose password must show in no trace, log or message.
+	script := pyScript(t, `import http.client, os, socket, sys, urllib.parse
+print("run password:", urllib.parse.urlsplit(os.environ["ALL_PROXY"]).password)
 for k in [k for k in os.environ if k.lower().endswith("_proxy")]:
     del os.environ[k]
 port = int(sys.argv[1])
@@ -101,12 +103,17 @@ print(s.recv(4096).decode().splitlines()[-1])
 socket.create_connection(("other.test", port), timeout=20)
 print("not reached")
 `)
-	r := hermetic(t, runOpts{}, args("--allow-domain", "app.test", loopbackNames("app.test", "other.test"), "--log-file", logFile, "--",
+	r := hermetic(t, runOpts{}, args("--allow-domain", "app.test", loopbackNames("app.test", "other.test"), "--log-file", logFile, "--trace", "--",
 		"python3", script, port)...)
 	mustContain(t, r, "hello app.test:"+port, "hello raw.app.test")
 	blockedLine(t, r, "hermetic: blocked socket.getaddrinfo: other.test:"+port)
 	if strings.Contains(r.stdout, "not reached") {
 		t.Errorf("the denied connection went ahead\n%s", r)
+	}
+	_, pass, _ := strings.Cut(r.stdout, "run password: ")
+	pass, _, _ = strings.Cut(pass, "\n")
+	if len(pass) < 16 {
+		t.Fatalf("no run password in ALL_PROXY\n%s", r)
 	}
 	// The proxy saw the name, not an address: it decided (and resolved)
 	// app.test itself.
@@ -128,6 +135,9 @@ print("not reached")
 		if strings.Contains(line, "other.test") {
 			t.Errorf("the denied name reached a proxy: %s", line)
 		}
+	}
+	if strings.Contains(r.stderr, pass) || strings.Contains(string(b), pass) {
+		t.Errorf("the run's proxy password shows in stderr or the log\n%s\n%s", r, b)
 	}
 	if socksByName != 2 {
 		t.Errorf("%d SOCKS decisions, want 2 (http.client, create_connection)\n%s", socksByName, b)

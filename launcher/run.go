@@ -19,7 +19,6 @@ import (
 
 	"github.com/hermetic-dev/hermetic/policy"
 	"github.com/hermetic-dev/hermetic/proxy"
-	"github.com/hermetic-dev/hermetic/socks"
 )
 
 // Result is the outcome of a run.
@@ -105,12 +104,12 @@ type runner struct {
 	ns       *netnsRun // the network namespace, when the run uses one
 	serveErr chan error
 	httpAddr netip.AddrPort
-	// httpCreds are what the HTTP proxy requires of this run's clients.
-	httpCreds proxy.Credentials
-	sockAddr  netip.AddrPort
-	tmp       string
-	logFile   *os.File
-	closers   sync.Once
+	// creds are what both proxies require of this run's clients.
+	creds    proxy.Credentials
+	sockAddr netip.AddrPort
+	tmp      string
+	logFile  *os.File
+	closers  sync.Once
 }
 
 func (r *runner) warnf(format string, args ...any) {
@@ -166,8 +165,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	switch {
 	case netOn:
 		pe := &proxyEnv{
-			HTTP:  (&url.URL{Scheme: "http", User: r.httpCreds.Userinfo(), Host: r.httpAddr.String()}).String(),
-			SOCKS: "socks5h://" + r.sockAddr.String(),
+			HTTP:  (&url.URL{Scheme: "http", User: r.creds.Userinfo(), Host: r.httpAddr.String()}).String(),
+			SOCKS: (&url.URL{Scheme: "socks5h", User: r.creds.Userinfo(), Host: r.sockAddr.String()}).String(),
 		}
 		if err := r.gitCommands(pe, r.sockAddr.String()); err != nil {
 			return nil, err
@@ -248,21 +247,21 @@ func (r *runner) startProxies() error {
 		Recorder: r.rec,
 	}
 	// Per-run credentials keep other local users and processes from using
-	// this run's proxies (and its allowlist). The SOCKS5 proxy goes without
-	// them until the Python shim's SOCKS client speaks RFC 1929: the shim
-	// carries Python's direct sockets through it.
+	// this run's proxies (and its allowlist). Both proxies take the same
+	// pair: in the proxy URLs' userinfo, and for the Python shim's SOCKS5
+	// client (RFC 1929) in its settings variable.
 	creds, err := proxy.NewCredentials()
 	if err != nil {
 		closeAll()
 		return err
 	}
-	r.httpCreds = creds
+	r.creds = creds
 	hs, err := newHTTPServer(d, creds)
 	if err != nil {
 		closeAll()
 		return err
 	}
-	ss, err := newSOCKSServer(d, socks.Credentials{})
+	ss, err := newSOCKSServer(d, creds)
 	if err != nil {
 		hs.Close()
 		closeAll()

@@ -37,6 +37,12 @@ type shimNetwork struct {
 	SOCKS          string              `json:"socks,omitempty"`
 	HTTP           string              `json:"http,omitempty"`
 	Resolve        map[string][]string `json:"resolve,omitempty"`
+	// SOCKSUser and SOCKSPassword are the run's proxy credentials, which
+	// the shim's SOCKS5 client sends (RFC 1929). The settings variable is
+	// in the target's environment, which other users cannot read (argv
+	// they can), and the shim never prints them.
+	SOCKSUser     string `json:"socks_user,omitempty"`
+	SOCKSPassword string `json:"socks_password,omitempty"`
 }
 
 // reportName is the file in the run's directory where the shim appends
@@ -65,6 +71,9 @@ func (r *runner) shimConfig(netOn bool) shimSettings {
 			AllowLocalhost: r.s.Net.AllowLocalhost,
 			SOCKS:          r.sockAddr.String(),
 			HTTP:           r.httpAddr.String(),
+		}
+		if r.creds.Enabled() {
+			n.SOCKSUser, n.SOCKSPassword = r.creds.User, r.creds.Password
 		}
 		c := r.s.Net
 		n.Allow = append(append(append([]string{}, c.AllowDomains...), c.AllowCIDRs...), c.Allow...)

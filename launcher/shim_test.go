@@ -5,9 +5,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hermetic-dev/hermetic/policy"
+	"github.com/hermetic-dev/hermetic/proxy"
 )
 
 func TestShimConfig(t *testing.T) {
@@ -34,6 +36,15 @@ func TestShimConfig(t *testing.T) {
 		`"no_subprocess":true,"seal":true,"trace":true,"fs_readonly":true,"fs_root":"/work","target_script":"/work/run.py","report_file":"/tmp/h/violations.jsonl"}`
 	if string(b) != want {
 		t.Errorf("shim settings\n got %s\nwant %s", b, want)
+	}
+	// The run's proxy credentials go to the shim's SOCKS5 client.
+	r.creds = proxy.Credentials{User: "hUSER", Password: "PASS"}
+	if n := r.shimConfig(true).Network; n.SOCKSUser != "hUSER" || n.SOCKSPassword != "PASS" {
+		t.Errorf("shim SOCKS credentials: %+v", n)
+	}
+	b, _ = json.Marshal(r.shimConfig(true).Network)
+	if !strings.Contains(string(b), `"socks_user":"hUSER","socks_password":"PASS"`) {
+		t.Errorf("shim network settings: %s", b)
 	}
 	// Without the network posture the shim gets no network guard.
 	if c := r.shimConfig(false); c.Network != nil {
