@@ -134,7 +134,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		trace = r.stderr
 	}
 	if r.logFile != nil {
-		r.log = policy.NewJSONWriter(r.logFile)
+		r.log = policy.NewJSONWriter(&logErrWriter{w: r.logFile, report: func(err error) {
+			fmt.Fprintf(r.stderr, "hermetic: --log-file %s: %v; decisions are still enforced, but from now on some may be missing from the log\n", r.s.LogFile, err)
+		}})
 	}
 	r.rep = newReporter()
 	r.rec = recorder(r.rep, trace, r.log)
@@ -471,11 +473,6 @@ func (r *runner) finish(res *Result) {
 	if r.s.FailOnBlock && (r.rep.Blocked() > 0 || res.Violations > 0) {
 		res.ExitCode = 2
 	}
-	if r.log != nil {
-		if err := r.log.Err(); err != nil {
-			fmt.Fprintf(r.stderr, "hermetic: --log-file: %v\n", err)
-		}
-	}
 }
 
 // cleanup releases everything the run created: proxies, the log file and
@@ -512,4 +509,20 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// logErrWriter reports the log's first write error when it happens, so a
+// user whose disk fills up learns it during the run, not only at its end.
+type logErrWriter struct {
+	w      io.Writer
+	report func(error)
+	once   sync.Once
+}
+
+func (l *logErrWriter) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	if err != nil {
+		l.once.Do(func() { l.report(err) })
+	}
+	return n, err
 }
