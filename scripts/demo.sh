@@ -71,3 +71,8 @@ echo "== blocked, and the run fails with --fail-on-block (exit status 2):"
 status=0
 "$bin" "$@" --fail-on-block --quiet -- curl -sS -o /dev/null "http://evil.demo.test:$port/" 2>&1 || status=$?
 echo "exit status $status"
+
+echo
+echo "== a client that ignores the proxy settings: hermetic $* -- curl --noproxy '*' http://127.0.0.1:$port/"
+echo "   (in the network namespace, the default on Linux, it reaches nothing; with --isolate=none it would)"
+"$bin" "$@" --quiet -- curl -sS --max-time 5 --noproxy '*' "http://127.0.0.1:$port/" 2>&1 || true
