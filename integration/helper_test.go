@@ -48,6 +48,12 @@ func helper(mode string, args []string) int {
 		fmt.Println(os.Getpid())
 		time.Sleep(30 * time.Second)
 		return 0
+	case "kill-parent":
+		// A target that kills hermetic, to get out from under it.
+		fmt.Println(os.Getpid())
+		syscall.Kill(os.Getppid(), syscall.SIGKILL)
+		time.Sleep(30 * time.Second)
+		return 0
 	}
 	return 97
 }

@@ -133,30 +133,52 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
+// TestKillingHermeticKillsTarget: whoever kills hermetic, the outside
+// world or the target itself, the target does not outlive it unfiltered.
 func TestKillingHermeticKillsTarget(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}
-	tmp := t.TempDir()
-	cmd, line, _ := startHermetic(t, "sleep", runOpts{tmp: tmp}, "--no-network", "--no-subprocess")
-	pid, err := strconv.Atoi(line)
-	if err != nil || !alive(pid) {
-		t.Fatalf("target pid %q", line)
-	}
-	cmd.Process.Kill()
-	waitTimeout(cmd, 10*time.Second)
-	gone := false
-	// Bounded, and generous for a loaded machine: the kernel kills the
-	// target as hermetic dies, so this normally ends on the first look.
-	for i := 0; i < 400 && !gone; i++ {
-		gone = !alive(pid)
-		if !gone {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	if !gone {
-		syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("target %d outlived a killed hermetic", pid)
+	for _, tc := range []struct {
+		name, mode string
+		kill       bool // the test kills hermetic; else the target does
+	}{
+		{"killed from outside", "sleep", true},
+		{"killed by its target", "kill-parent", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, line, _ := startHermetic(t, tc.mode, runOpts{tmp: t.TempDir()}, "--no-network", "--no-subprocess")
+			pid, err := strconv.Atoi(line)
+			if err != nil {
+				t.Fatalf("target pid %q", line)
+			}
+			if tc.kill {
+				cmd.Process.Kill()
+			}
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("hermetic is still running")
+			}
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Errorf("hermetic ended with %v, want SIGKILL", cmd.ProcessState)
+			}
+			gone := false
+			// Bounded, and generous for a loaded machine: the kernel kills the
+			// target as hermetic dies, so this normally ends on the first look.
+			for i := 0; i < 400 && !gone; i++ {
+				gone = !alive(pid)
+				if !gone {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			if !gone {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("target %d outlived a killed hermetic", pid)
+			}
+		})
 	}
 }
 
