@@ -495,3 +495,90 @@ func runClientEnv(t *testing.T, extra []string, name string, args ...string) (st
 // insecureTLS is for the test upstream's self-signed certificate, which is
 // not what these tests are about.
 func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} }
+
+// TestUnauthenticatedConnectionsDoNotHoldSlots: a local process without the
+// credentials cannot fill the connection limit with idle connections: a
+// wrong Proxy-Authorization ends the connection, a missing one is answered
+// once and the connection ends at the handshake timeout unless a request on
+// it authenticates; the run's own client then still gets through.
+func TestUnauthenticatedConnectionsDoNotHoldSlots(t *testing.T) {
+	creds, err := NewCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 3
+	e := startProxy(t, testPolicy(), Options{Credentials: creds, MaxConns: limit, HandshakeTimeout: 300 * time.Millisecond})
+	up := newHTTPUpstream(t)
+	get := fmt.Sprintf("GET http://allowed.test:%d/x HTTP/1.1\r\nHost: x\r\n", up.port())
+
+	ended := func(t *testing.T, c net.Conn, br *bufio.Reader) {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(ioWait))
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("the proxy kept an unauthenticated connection open")
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("the proxy kept an unauthenticated connection open until the test gave up")
+		}
+	}
+	for _, tc := range []struct {
+		name, auth string
+		second     bool // a second request without credentials
+	}{
+		{"wrong credentials", "Proxy-Authorization: " + basicAuth(creds.User, "nope") + "\r\n", false},
+		{"no credentials, then silence", "", false},
+		{"no credentials twice", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conns []net.Conn
+			for range limit {
+				c, err := net.Dial("tcp", e.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(ioWait))
+				br := bufio.NewReader(c)
+				io.WriteString(c, get+tc.auth+"\r\n")
+				if resp, _ := readResponse(t, br, http.MethodGet); resp.StatusCode != http.StatusProxyAuthRequired {
+					t.Fatalf("got %s, want 407", resp.Status)
+				}
+				if tc.second {
+					io.WriteString(c, get+"\r\n")
+					if resp, _ := readResponse(t, br, http.MethodGet); resp.StatusCode != http.StatusProxyAuthRequired {
+						t.Fatalf("second: got %s, want 407", resp.Status)
+					}
+				}
+				ended(t, c, br)
+				conns = append(conns, c)
+			}
+			// Every slot is free again: the run's client is served.
+			out := rawExchange(t, e.addr, get+"Proxy-Authorization: "+basicAuth(creds.User, creds.Password)+"\r\nConnection: close\r\n\r\n", false)
+			if !strings.HasPrefix(out, "HTTP/1.1 200") {
+				t.Fatalf("authenticated client after %d unauthenticated ones: %q", len(conns), out)
+			}
+		})
+	}
+	t.Run("an authenticated connection stays", func(t *testing.T) {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(ioWait))
+		br := bufio.NewReader(c)
+		io.WriteString(c, get+"\r\n")
+		if resp, _ := readResponse(t, br, http.MethodGet); resp.StatusCode != http.StatusProxyAuthRequired {
+			t.Fatalf("got %s, want 407", resp.Status)
+		}
+		io.WriteString(c, get+"Proxy-Authorization: "+basicAuth(creds.User, creds.Password)+"\r\n\r\n")
+		if resp, _ := readResponse(t, br, http.MethodGet); resp.StatusCode != 200 {
+			t.Fatalf("retry: %s", resp.Status)
+		}
+		// Past the handshake timeout, the connection still carries requests.
+		time.Sleep(500 * time.Millisecond)
+		io.WriteString(c, get+"Proxy-Authorization: "+basicAuth(creds.User, creds.Password)+"\r\n\r\n")
+		if resp, _ := readResponse(t, br, http.MethodGet); resp.StatusCode != 200 {
+			t.Fatalf("later request: %s", resp.Status)
+		}
+	})
+}

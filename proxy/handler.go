@@ -98,15 +98,32 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// Proxy-Authorization is for this proxy alone (RFC 9110 §11.7.2):
 		// it is never forwarded, whatever the outcome.
 		r.Header.Del("Proxy-Authorization")
+		ca, _ := r.Context().Value(clientAuthKey{}).(*clientAuth)
 		if !s.authorized(given) {
-			if len(given) > 0 {
+			wrong := len(given) > 0
+			if wrong {
 				// A missing header is the normal first step of clients that
 				// wait for the challenge; a wrong one is worth a line. The
 				// value itself is never logged.
 				s.logf("proxy authentication failed for a client at %s", r.RemoteAddr)
 			}
-			requireAuth(w, r, len(given) > 0)
+			// A connection is kept for one retry only, and only for the
+			// handshake timeout: otherwise any local process could fill
+			// the connection limit with idle, unauthenticated connections
+			// and stall the run's own clients.
+			keep := !wrong && ca != nil && ca.challenged.CompareAndSwap(false, true)
+			if keep {
+				time.AfterFunc(s.opts.HandshakeTimeout, func() {
+					if !ca.ok.Load() {
+						ca.conn.Close()
+					}
+				})
+			}
+			requireAuth(w, r, wrong, keep)
 			return
+		}
+		if ca != nil {
+			ca.ok.Store(true)
 		}
 	}
 	if r.Method == http.MethodConnect {
@@ -182,13 +199,13 @@ func (s *Server) authorized(given []string) bool {
 
 // requireAuth answers 407 with the Basic challenge. A CONNECT's connection
 // ends (what the client sends after a CONNECT is tunnel data, never a
-// request); a plain request's may be kept alive for the retry with
-// credentials, which is how clients that wait for the challenge (libcurl
-// with CURLAUTH_ANY, as git uses it) proceed.
-func requireAuth(w http.ResponseWriter, r *http.Request, wrong bool) {
+// request); a plain request's is kept alive, when keep says so, for the
+// retry with credentials, which is how clients that wait for the challenge
+// (libcurl with CURLAUTH_ANY, as git uses it) proceed.
+func requireAuth(w http.ResponseWriter, r *http.Request, wrong, keep bool) {
 	h := w.Header()
 	h.Set("Proxy-Authenticate", `Basic realm="hermetic"`)
-	if r.Method == http.MethodConnect {
+	if r.Method == http.MethodConnect || !keep {
 		h.Set("Connection", "close")
 	}
 	msg := "hermetic: proxy authentication required: this proxy serves only the program hermetic runs, " +
@@ -438,6 +455,17 @@ func (w *connectWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // hijackedConn carries a hijacked client connection and the bytes that were
 // buffered when it was hijacked to Server.tunnel.
+// clientAuth is what the server knows of one client connection's
+// authentication: whether a request on it carried the credentials, and
+// whether it has already had its one challenge.
+type clientAuth struct {
+	conn       net.Conn
+	ok         atomic.Bool
+	challenged atomic.Bool
+}
+
+type clientAuthKey struct{}
+
 type hijackedConn struct {
 	net.Conn
 	buffered []byte

@@ -121,12 +121,15 @@ func New(opts Options) (*Server, error) {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	s.hs = &http.Server{
-		Handler:                      http.HandlerFunc(s.serveHTTP),
-		ReadHeaderTimeout:            opts.HandshakeTimeout,
-		IdleTimeout:                  opts.IdleTimeout,
-		MaxHeaderBytes:               opts.MaxHeaderBytes,
-		ConnState:                    s.connState,
-		BaseContext:                  func(net.Listener) context.Context { return s.ctx },
+		Handler:           http.HandlerFunc(s.serveHTTP),
+		ReadHeaderTimeout: opts.HandshakeTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		ConnState:         s.connState,
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, clientAuthKey{}, &clientAuth{conn: c})
+		},
 		ErrorLog:                     log.New(logWriter(opts.Logf), "proxy: ", 0),
 		DisableGeneralOptionsHandler: true,
 		Protocols:                    &protos,
