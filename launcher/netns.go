@@ -114,8 +114,10 @@ func (r *runner) chooseIsolation(netOn bool) error {
 	return nil
 }
 
+// warnNoIsolation is printed even under --quiet: a run that silently lost
+// its namespace would hold far less than its user believes.
 func (r *runner) warnNoIsolation(err error) {
-	r.warnf("running without kernel isolation (%v): only clients that use the proxy settings are filtered; --isolate=none silences this warning", err)
+	fmt.Fprintf(r.stderr, "hermetic: warning: running without kernel isolation (%v): only clients that use the proxy settings are filtered; --isolate=none silences this warning\n", err)
 }
 
 // newPolicy builds the proxies' policy for a run whose proxies listen on
