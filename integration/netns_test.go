@@ -405,3 +405,59 @@ func TestNetnsProcess(t *testing.T) {
 		})
 	}
 }
+
+// tiocstiScript makes a pty its controlling terminal in a new session and
+// pushes a byte into it with TIOCSTI: the way a target would type commands
+// into the user's terminal. It prints "tiocsti 0" when the ioctl worked and
+// "tiocsti 13" when it was refused with EPERM.
+const tiocstiScript = `
+import fcntl, os, pty, termios
+pid = os.fork()
+if pid == 0:
+    try:
+        os.setsid()
+        m, s = pty.openpty()
+        fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+        fcntl.ioctl(s, termios.TIOCSTI, b"x")
+        os._exit(0)
+    except PermissionError:
+        os._exit(13)
+    except BaseException as e:
+        print("error", e, flush=True)
+        os._exit(3)
+_, st = os.waitpid(pid, 0)
+print("tiocsti", os.waitstatus_to_exitcode(st), flush=True)
+`
+
+// TestNetnsRefusesTerminalInjection: in the namespace the target cannot push
+// input into a terminal (which the user's shell would run outside the
+// namespace), as root and as an unprivileged user.
+func TestNetnsRefusesTerminalInjection(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("switches to an unprivileged uid, which needs root")
+	}
+	// The system's python3: one under root's home is not readable by the
+	// unprivileged uid.
+	const py = "/usr/bin/python3"
+	need(t, py)
+	dir := netnsDir(t)
+	for _, u := range []struct {
+		name string
+		uid  int
+	}{{"root", 0}, {"nobody", 65534}} {
+		t.Run(u.name, func(t *testing.T) {
+			r := runNetns(t, dir, u.uid, nil, "--no-network", "--isolate=netns", "--", py, "-I", "-c", tiocstiScript)
+			if !strings.Contains(r.stdout, "tiocsti 13") {
+				t.Errorf("TIOCSTI in the namespace was not refused\n%s", r)
+			}
+		})
+	}
+	// The probe itself works: without the namespace the ioctl goes
+	// through where the kernel allows it at all.
+	if b, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti"); err == nil && strings.TrimSpace(string(b)) == "1" {
+		r := runNetns(t, dir, 0, nil, "--no-network", "--isolate=none", "--", py, "-I", "-c", tiocstiScript)
+		if !strings.Contains(r.stdout, "tiocsti 0") {
+			t.Errorf("the probe does not work without the namespace either\n%s", r)
+		}
+	}
+}

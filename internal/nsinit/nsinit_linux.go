@@ -76,6 +76,11 @@ func run(v string) int {
 	// The target gets its standard streams and nothing else: every other
 	// descriptor, the socket pair included, closes at exec.
 	CloseInheritedFDs()
+	if err := denyTerminalInjection(); err != nil {
+		// A kernel without seccomp filters: the namespace still holds the
+		// network; say what is missing.
+		os.Stderr.WriteString("hermetic: warning: cannot refuse terminal input injection (seccomp: " + err.Error() + ")\n")
+	}
 	if err := dropInheritableCaps(); err != nil {
 		os.Stderr.WriteString("hermetic: dropping capabilities: " + err.Error() + "\n")
 		return ExitSetup
