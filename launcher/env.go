@@ -105,7 +105,9 @@ func isProxyVar(name string) bool {
 		return true
 	}
 	switch u {
-	case "GIT_SSH_COMMAND", "SOCKS_SERVER", "SOCKS5_SERVER", "SOCKS_VERSION":
+	// GIT_CONFIG_PARAMETERS (git -c) is read after GIT_CONFIG_COUNT, so an
+	// inherited http.proxy there would beat the one hermetic sets.
+	case "GIT_SSH_COMMAND", "GIT_CONFIG_PARAMETERS", "SOCKS_SERVER", "SOCKS5_SERVER", "SOCKS_VERSION":
 		return true
 	}
 	return false

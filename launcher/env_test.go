@@ -24,7 +24,7 @@ func TestBuildEnvProxy(t *testing.T) {
 		"HTTP_PROXY=http://corp:3128", "https_proxy=http://corp:3128", "Http_Proxy=x",
 		"NO_PROXY=.internal.corp,10.0.0.0/8", "no_proxy=*",
 		"npm_config_noproxy=x", "FTP_PROXY=ftp://corp", "GIT_PROXY_COMMAND=nc", "GIT_SSH_COMMAND=ssh -i key",
-		"SOCKS5_SERVER=corp:1080", "PYTHONPATH=/mine",
+		"SOCKS5_SERVER=corp:1080", "PYTHONPATH=/mine", "GIT_CONFIG_PARAMETERS='http.proxy'='http://corp:3128'",
 		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=user.name", "GIT_CONFIG_VALUE_0=me",
 		"HOME=/home/u",
 	}
