@@ -28,6 +28,12 @@ func run(v string) int {
 	// Capabilities are per thread: set up and exec from one thread. (Package
 	// initialisation runs on the main thread already; this keeps it there.)
 	runtime.LockOSThread()
+	if err := startedByLauncher(); err != nil {
+		// Not an init: someone set Env in an ordinary run. Doing nothing
+		// is safer than remounting this process's resolv.conf.
+		os.Stderr.WriteString("hermetic: " + Env + " is set, but this process is not a namespace init started by hermetic (" + err.Error() + "); unset it\n")
+		return ExitSetup
+	}
 	fail := func(err error) int {
 		unix.Sendmsg(sock, []byte(MsgError+err.Error()), nil, nil, 0)
 		return ExitSetup
@@ -109,6 +115,24 @@ func run(v string) int {
 		return 127
 	}
 	return 126
+}
+
+// startedByLauncher checks that descriptor 3 is the launcher's end of the
+// socket pair: a Unix SOCK_SEQPACKET socket whose peer is this process's
+// parent. Only then does the process act as the init.
+func startedByLauncher() error {
+	typ, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return errors.New("descriptor 3 is not a socket")
+	}
+	if typ != unix.SOCK_SEQPACKET {
+		return errors.New("descriptor 3 is not the launcher's socket pair")
+	}
+	cred, err := unix.GetsockoptUcred(sock, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil || int(cred.Pid) != os.Getppid() {
+		return errors.New("descriptor 3 does not lead to the parent process")
+	}
+	return nil
 }
 
 // loopbackUp sets IFF_UP on lo with an ioctl: no external tool, which could
