@@ -88,10 +88,10 @@ func TestAuditRoundTrip(t *testing.T) {
 			flags = lines[i+1]
 		}
 	}
-	if flags != "--allow-domain one.test --allow-domain two.test --allow-cidr 127.0.0.1" {
+	if flags != "--allow-domain one.test --allow-domain two.test --allow-cidr 127.0.0.1:"+port {
 		t.Fatalf("audit flags %q\n%s", flags, r)
 	}
-	mustContain(t, r, "[tool.hermetic]", `allow = ["one.test", "two.test", "127.0.0.1"]`)
+	mustContain(t, r, "[tool.hermetic]", `allow = ["one.test", "two.test", "127.0.0.1:`+port+`"]`)
 	// Fed back, they let the same run pass with nothing denied.
 	r = hermetic(t, runOpts{}, args(strings.Fields(flags), resolve, "--fail-on-block", "--", "sh", "-c", script)...)
 	if r.code != 0 || strings.Contains(r.stderr, "denied") {

@@ -235,7 +235,9 @@ func buildAudit(cfg policy.Config, decs []policy.Decision) Audit {
 			switch chk := p2.CheckAddr(dec, d.Addr); {
 			case chk.Allowed():
 			case chk.Reason == policy.ReasonPrivateAddress:
-				addrs[addrRule(d.Addr)] = true
+				// With its port: an internal address is opened for the one
+				// service the run used, not every port of that host.
+				addrs[addrPortRule(d.Addr, d.Port)] = true
 			default:
 				addUnfixable(chk)
 			}
@@ -247,6 +249,13 @@ func buildAudit(cfg policy.Config, decs []policy.Decision) Audit {
 }
 
 func addrRule(a netip.Addr) string { return a.Unmap().String() }
+
+func addrPortRule(a netip.Addr, port uint16) string {
+	if port == 0 {
+		return addrRule(a)
+	}
+	return netip.AddrPortFrom(a.Unmap(), port).String()
+}
 
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))

@@ -261,10 +261,10 @@ func TestRunAudit(t *testing.T) {
 		t.Fatalf("audit run should pass: exit %d\n%s\n%s", res.ExitCode, out, errOut)
 	}
 	a := res.Audit
-	if a == nil || strings.Join(a.Names, ",") != "one.test,two.test" || strings.Join(a.Addrs, ",") != "127.0.0.1" {
+	if a == nil || strings.Join(a.Names, ",") != "one.test,two.test" || strings.Join(a.Addrs, ",") != "127.0.0.1:"+port {
 		t.Fatalf("audit = %+v\n%s", a, errOut)
 	}
-	if !strings.Contains(errOut, a.Flags()) || !strings.Contains(errOut, `allow = ["one.test", "two.test", "127.0.0.1"]`) {
+	if !strings.Contains(errOut, a.Flags()) || !strings.Contains(errOut, `allow = ["one.test", "two.test", "127.0.0.1:`+port+`"]`) {
 		t.Errorf("audit output:\n%s", errOut)
 	}
 	// Fed back, the allowlist lets the same run pass with nothing denied.
