@@ -342,31 +342,6 @@ func TestRunNotFound(t *testing.T) {
 	}
 }
 
-func TestRunOnlyStandardDescriptors(t *testing.T) {
-	// A descriptor hermetic inherited without close-on-exec must not reach
-	// the target.
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	if _, err := fcntlClearCloexec(w.Fd()); err != nil {
-		t.Fatal(err)
-	}
-	leak, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", w.Fd()))
-	if err != nil {
-		t.Skip("no /proc/self/fd")
-	}
-	res, out, _, err := runHelper(t, Settings{Net: policy.Config{NoNetwork: true}}, RunOptions{}, "fds")
-	if err != nil || res.ExitCode != 0 {
-		t.Fatal(res, err)
-	}
-	if strings.Contains(out, leak) {
-		t.Errorf("the target inherited %s:\n%s", leak, out)
-	}
-}
-
 func TestRunForwardsSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		sigs := make(chan os.Signal, 1)

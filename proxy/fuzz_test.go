@@ -257,10 +257,12 @@ func (l *pipeListener) dial() (*net.UnixConn, error) {
 
 // socketPair returns a connected pair of Unix stream sockets.
 func socketPair() (a, b *net.UnixConn, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		return nil, nil, err
 	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
 	conns := make([]*net.UnixConn, 2)
 	for i, fd := range fds {
 		f := os.NewFile(uintptr(fd), "socketpair")
