@@ -150,7 +150,7 @@ func FuzzRequest(f *testing.F) {
 		// Let the proxy finish with this connection before judging it.
 		for i := 0; ; i++ {
 			e.srv.mu.Lock()
-			busy := len(e.srv.clients) + len(e.srv.upstreams)
+			busy := len(e.srv.clients) + len(e.srv.upstreams) + int(e.srv.dialing.Load())
 			e.srv.mu.Unlock()
 			if busy == 0 {
 				break
@@ -170,7 +170,7 @@ func FuzzRequest(f *testing.F) {
 		// them is the one {auth} writes), nothing may reach the dialer.
 		if auth && !strings.Contains(input, strings.TrimSuffix(authLine, "\r\n")[len("Proxy-Authorization: Basic "):]) {
 			if len(decs) != checked[e] || len(e.res.names()) != resolved || echo.count()+up.count() != upstreams {
-				t.Fatalf("without credentials: %d decisions, %d lookups, %d upstream connections",
+				t.Fatalf("without credentials: %v; %d decisions, %d lookups, %d upstream connections", decs[checked[e]:],
 					len(decs)-checked[e], len(e.res.names())-resolved, echo.count()+up.count()-upstreams)
 			}
 		}

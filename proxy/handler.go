@@ -281,6 +281,8 @@ func (s *Server) tunnel(r *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
 
 // dialUpstream is the only way the transport reaches an upstream.
 func (s *Server) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	s.dialing.Add(1)
+	defer s.dialing.Add(-1)
 	c, err := s.opts.Dialer.DialContext(ctx, policy.ComponentHTTP, network, addr)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -80,6 +81,11 @@ type Server struct {
 	// wg counts tracked client connections: each is released when net/http
 	// closes it or, once hijacked for a tunnel, when the tunnel ends.
 	wg sync.WaitGroup
+	// dialing counts the transport's upstream dials in flight: net/http
+	// finishes a dial in its own goroutine even after the request that
+	// asked for it was abandoned, so a decision can be recorded after its
+	// client has gone.
+	dialing atomic.Int64
 }
 
 // New returns a proxy server that reaches upstreams only through
