@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -304,33 +302,8 @@ func startNetns(t *testing.T, dir string, uid int, script string) (*exec.Cmd, st
 	if uid != 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	lines := make(chan string, 1)
-	go func() {
-		br := bufio.NewReader(out)
-		l, _ := br.ReadString('\n')
-		lines <- strings.TrimSpace(l)
-		io.Copy(io.Discard, br)
-	}()
-	select {
-	case l := <-lines:
-		return cmd, l, &stderr
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the target did not start; stderr:\n%s", stderr.String())
-	}
-	return nil, "", nil
+	line, stderr := startFirstLine(t, cmd)
+	return cmd, line, stderr
 }
 
 // TestNetnsProcess: in the namespace, as root and as an unprivileged user,

@@ -64,6 +64,14 @@ func startHermetic(t *testing.T, mode string, o runOpts, hargs ...string) (*exec
 	o.env = append(o.env, helperEnv+"="+mode)
 	cmd := exec.Command(hermeticBin, append(hargs, "--", selfExe(t))...)
 	cmd.Env = baseEnv(t, o)
+	line, stderr := startFirstLine(t, cmd)
+	return cmd, line, stderr
+}
+
+// startFirstLine starts cmd, kills it when the test ends, and returns the
+// first line it prints (within a bounded wait) and its stderr so far.
+func startFirstLine(t *testing.T, cmd *exec.Cmd) (string, *strings.Builder) {
+	t.Helper()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -86,11 +94,11 @@ func startHermetic(t *testing.T, mode string, o runOpts, hargs ...string) (*exec
 	}()
 	select {
 	case l := <-lines:
-		return cmd, l, &stderr
+		return l, &stderr
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the target did not start; stderr:\n%s", stderr.String())
 	}
-	return nil, "", nil
+	return "", nil
 }
 
 func TestSignalsReachTarget(t *testing.T) {
