@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/net/publicsuffix"
+
 	"github.com/hermetic-dev/hermetic/policy"
 )
 
@@ -277,6 +279,14 @@ func writeAudit(w io.Writer, a Audit) {
 		fmt.Fprintln(w, a.Flags())
 		fmt.Fprintln(w, "[hermetic] audit: or, in pyproject.toml (or HERMETIC.toml):")
 		io.WriteString(w, a.TOML())
+	}
+	for _, n := range a.Names {
+		// A hosting platform's suffix (the private part of the public
+		// suffix list: github.io, workers.dev) is a valid rule, but it lets
+		// through every tenant's site, not the one the run used.
+		if ps, _ := publicsuffix.PublicSuffix(n); ps == n && strings.Contains(n, ".") {
+			fmt.Fprintf(w, "[hermetic] audit: warning: %s is a public suffix: allowing it allows every site under it; allow the sites the run needs instead\n", n)
+		}
 	}
 	for _, d := range a.Unfixable {
 		fmt.Fprintf(w, "[hermetic] audit: %s reason=%s cannot be allowed by an allow rule", d.HostPort(), d.Reason)
