@@ -434,3 +434,37 @@ func TestNetnsRefusesTerminalInjection(t *testing.T) {
 		}
 	}
 }
+
+// TestNetnsLeavesNoProcess: what the target leaves running in the
+// background dies with the run when it ran in the namespace, as root and as
+// an unprivileged user.
+func TestNetnsLeavesNoProcess(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("switches to an unprivileged uid, which needs root")
+	}
+	dir := netnsDir(t)
+	for _, u := range []struct {
+		name string
+		uid  int
+	}{{"root", 0}, {"nobody", 65534}} {
+		t.Run(u.name, func(t *testing.T) {
+			r := runNetns(t, dir, u.uid, nil, "--no-network", "--isolate=netns", "--",
+				"/bin/sh", "-c", "sleep 30 </dev/null >/dev/null 2>&1 & echo $!")
+			pid, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+			if err != nil || r.code != 0 {
+				t.Fatalf("background pid %q\n%s", r.stdout, r)
+			}
+			gone := false
+			for i := 0; i < 200 && !gone; i++ {
+				gone = !alive(pid)
+				if !gone {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			if !gone {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("the target's background process %d outlived the run", pid)
+			}
+		})
+	}
+}

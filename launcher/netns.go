@@ -35,6 +35,9 @@ type netnsRun struct {
 	// policy leaves it out, because what they dial is the host's.
 	filterPol *policy.Policy
 	upstreams []string
+	// netID is the namespace's id once the target runs in it: whatever
+	// is still in it when the target ends is killed.
+	netID string
 
 	mu      sync.Mutex
 	active  bool // the target runs in the namespace
@@ -204,6 +207,7 @@ func (r *runner) startInNetns(cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	netID := netnsID(cmd.Process.Pid)
 	socks, err := start.sockets()
 	if err != nil {
 		cmd.Process.Kill()
@@ -223,6 +227,7 @@ func (r *runner) startInNetns(cmd *exec.Cmd) error {
 		cmd.Wait()
 		return &startErr{startError(r.target.Argv[0], err)}
 	}
+	r.ns.netID = netID
 	return nil
 }
 

@@ -307,3 +307,45 @@ func netnsAvailable() error {
 	}
 	return nil
 }
+
+// netnsID names the network namespace of process pid ("net:[INODE]").
+func netnsID(pid int) string {
+	id, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// killNamespace kills every process left in the run's network namespace:
+// what the target started in the background and left behind. Only this
+// run's processes are in it, so nothing else is touched. Processes may
+// fork while this runs, so it looks again, a bounded number of times.
+func killNamespace(id string) {
+	if id == "" || id == netnsID(os.Getpid()) {
+		return
+	}
+	for range 50 {
+		d, err := os.Open("/proc")
+		if err != nil {
+			return
+		}
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		found := false
+		for _, n := range names {
+			pid, err := strconv.Atoi(n)
+			if err != nil || pid <= 1 {
+				continue
+			}
+			if netnsID(pid) == id {
+				syscall.Kill(pid, syscall.SIGKILL)
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

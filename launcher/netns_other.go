@@ -49,3 +49,7 @@ func pickNetnsPorts([]uint16) (uint16, uint16) { return 0, 0 }
 const netnsResolvConf = ""
 
 func netnsAvailable() error { return errNetnsUnavailable }
+
+func netnsID(int) string { return "" }
+
+func killNamespace(string) {}

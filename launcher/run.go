@@ -394,6 +394,12 @@ wait:
 		}
 	}
 
+	if r.ns != nil {
+		// The target's background processes go with it: in the namespace
+		// they could reach nothing once the proxies close, and a run
+		// leaves nothing behind.
+		killNamespace(r.ns.netID)
+	}
 	res := &Result{}
 	var ee *exec.ExitError
 	switch {
