@@ -135,7 +135,6 @@ func FuzzRequest(f *testing.F) {
 			e, l = authed, authedL
 		}
 		input = ports.Replace(input)
-		upstreams := echo.count() + up.count()
 		resolved := len(e.res.names())
 		c, err := l.dial()
 		if err != nil {
@@ -169,9 +168,14 @@ func FuzzRequest(f *testing.F) {
 		// Without the credentials (the only Basic token that decodes to
 		// them is the one {auth} writes), nothing may reach the dialer.
 		if auth && !strings.Contains(input, strings.TrimSuffix(authLine, "\r\n")[len("Proxy-Authorization: Basic "):]) {
-			if len(decs) != checked[e] || len(e.res.names()) != resolved || echo.count()+up.count() != upstreams {
-				t.Fatalf("without credentials: %v; %d decisions, %d lookups, %d upstream connections", decs[checked[e]:],
-					len(decs)-checked[e], len(e.res.names())-resolved, echo.count()+up.count()-upstreams)
+			// Decisions and lookups are recorded on the dial path itself,
+			// before any connection is made, so they prove nothing was
+			// dialled; the upstream servers' accept counts are not used
+			// here, since they can still be catching up with an earlier
+			// input's connection.
+			if len(decs) != checked[e] || len(e.res.names()) != resolved {
+				t.Fatalf("without credentials: %v; %d decisions, %d lookups", decs[checked[e]:],
+					len(decs)-checked[e], len(e.res.names())-resolved)
 			}
 		}
 		if strings.Contains(string(out), creds.Password) && !strings.Contains(input, creds.Password) {
