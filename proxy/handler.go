@@ -107,11 +107,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				// value itself is never logged.
 				s.logf("proxy authentication failed for a client at %s", r.RemoteAddr)
 			}
-			// A connection is kept for one retry only, and only for the
-			// handshake timeout: otherwise any local process could fill
-			// the connection limit with idle, unauthenticated connections
-			// and stall the run's own clients.
-			keep := !wrong && ca != nil && ca.challenged.CompareAndSwap(false, true)
+			// A plain request's connection is kept for one retry only, and
+			// only for the handshake timeout: otherwise any local process
+			// could fill the connection limit with idle, unauthenticated
+			// connections and stall the run's own clients. A CONNECT's
+			// ends (what follows it is tunnel data, never a request).
+			keep := r.Method != http.MethodConnect && !wrong && ca != nil &&
+				ca.challenged.CompareAndSwap(false, true)
 			if keep {
 				time.AfterFunc(s.opts.HandshakeTimeout, func() {
 					if !ca.ok.Load() {
@@ -119,7 +121,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 					}
 				})
 			}
-			requireAuth(w, r, wrong, keep)
+			requireAuth(w, wrong, keep)
 			return
 		}
 		if ca != nil {
@@ -197,15 +199,14 @@ func (s *Server) authorized(given []string) bool {
 	return len(given) == 1 && s.opts.Credentials.MatchBasic(given[0])
 }
 
-// requireAuth answers 407 with the Basic challenge. A CONNECT's connection
-// ends (what the client sends after a CONNECT is tunnel data, never a
-// request); a plain request's is kept alive, when keep says so, for the
-// retry with credentials, which is how clients that wait for the challenge
-// (libcurl with CURLAUTH_ANY, as git uses it) proceed.
-func requireAuth(w http.ResponseWriter, r *http.Request, wrong, keep bool) {
+// requireAuth answers 407 with the Basic challenge. Unless keep, the
+// connection ends; a kept one carries the retry with credentials, which is
+// how clients that wait for the challenge (libcurl with CURLAUTH_ANY, as git
+// uses it) proceed.
+func requireAuth(w http.ResponseWriter, wrong, keep bool) {
 	h := w.Header()
 	h.Set("Proxy-Authenticate", `Basic realm="hermetic"`)
-	if r.Method == http.MethodConnect || !keep {
+	if !keep {
 		h.Set("Connection", "close")
 	}
 	msg := "hermetic: proxy authentication required: this proxy serves only the program hermetic runs, " +
