@@ -134,9 +134,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		trace = r.stderr
 	}
 	if r.logFile != nil {
-		r.log = policy.NewJSONWriter(&logErrWriter{w: r.logFile, report: func(err error) {
+		r.log = policy.NewJSONWriter(r.logFile, func(err error) {
 			fmt.Fprintf(r.stderr, "hermetic: --log-file %s: %v; decisions are still enforced, but from now on some may be missing from the log\n", r.s.LogFile, err)
-		}})
+		})
 	}
 	r.rep = newReporter()
 	r.rec = recorder(r.rep, trace, r.log)
@@ -515,20 +515,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// logErrWriter reports the log's first write error when it happens, so a
-// user whose disk fills up learns it during the run, not only at its end.
-type logErrWriter struct {
-	w      io.Writer
-	report func(error)
-	once   sync.Once
-}
-
-func (l *logErrWriter) Write(p []byte) (int, error) {
-	n, err := l.w.Write(p)
-	if err != nil {
-		l.once.Do(func() { l.report(err) })
-	}
-	return n, err
 }

@@ -50,16 +50,21 @@ func (t *TraceWriter) Record(d Decision) {
 }
 
 // JSONWriter writes every decision as one JSON line. A write error is kept
-// (see Err) and later decisions are still attempted, so that enforcement
-// never depends on the log.
+// (see Err), reported once when it happens, and later decisions are still
+// attempted, so that enforcement never depends on the log.
 type JSONWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	err error
+	mu    sync.Mutex
+	w     io.Writer
+	err   error
+	onErr func(error)
 }
 
 // NewJSONWriter returns a Recorder that logs decisions to w as JSON lines.
-func NewJSONWriter(w io.Writer) *JSONWriter { return &JSONWriter{w: w} }
+// If onErr is not nil it is called with the first write error as it
+// happens, so that a user whose disk fills up learns it during the run.
+func NewJSONWriter(w io.Writer, onErr func(error)) *JSONWriter {
+	return &JSONWriter{w: w, onErr: onErr}
+}
 
 // Record appends d to the log.
 func (j *JSONWriter) Record(d Decision) {
@@ -72,6 +77,9 @@ func (j *JSONWriter) Record(d Decision) {
 	defer j.mu.Unlock()
 	if _, err := j.w.Write(b); err != nil && j.err == nil {
 		j.err = err
+		if j.onErr != nil {
+			j.onErr(err)
+		}
 	}
 }
 

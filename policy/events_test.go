@@ -68,7 +68,7 @@ func (f *failWriter) Write(p []byte) (int, error) {
 
 func TestJSONWriter(t *testing.T) {
 	var buf bytes.Buffer
-	jw := NewJSONWriter(&buf)
+	jw := NewJSONWriter(&buf, nil)
 	when := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	jw.Record(Decision{Verdict: Allow, Reason: ReasonAllowlisted, Rule: "example.com", Host: "api.example.com", Port: 443,
 		Addr: netip.MustParseAddr("203.0.113.7"), Component: ComponentHTTP, Time: when})
@@ -93,11 +93,15 @@ func TestJSONWriter(t *testing.T) {
 
 	// A full disk is reported once and never stops recording attempts.
 	fw := &failWriter{}
-	bad := NewJSONWriter(fw)
+	var reported []error
+	bad := NewJSONWriter(fw, func(err error) { reported = append(reported, err) })
 	bad.Record(Decision{})
 	bad.Record(Decision{})
 	if bad.Err() == nil || fw.n != 2 {
 		t.Errorf("Err() = %v after %d writes; want the error and 2 attempts", bad.Err(), fw.n)
+	}
+	if len(reported) != 1 || reported[0] != bad.Err() {
+		t.Errorf("onErr got %v, want the first error once", reported)
 	}
 }
 
