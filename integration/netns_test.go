@@ -363,16 +363,8 @@ func TestNetnsProcess(t *testing.T) {
 			}
 			cmd.Process.Kill()
 			waitTimeout(cmd, 10*time.Second)
-			gone := false
-			// Bounded: the kernel kills the target as hermetic dies.
-			for i := 0; i < 400 && !gone; i++ {
-				gone = !alive(pid)
-				if !gone {
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-			if !gone {
-				syscall.Kill(pid, syscall.SIGKILL)
+			// The kernel kills the target as hermetic dies.
+			if !awaitGone(pid, 20*time.Second) {
 				t.Fatalf("target %d outlived a killed hermetic", pid)
 			}
 		})
@@ -454,15 +446,7 @@ func TestNetnsLeavesNoProcess(t *testing.T) {
 			if err != nil || r.code != 0 {
 				t.Fatalf("background pid %q\n%s", r.stdout, r)
 			}
-			gone := false
-			for i := 0; i < 200 && !gone; i++ {
-				gone = !alive(pid)
-				if !gone {
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-			if !gone {
-				syscall.Kill(pid, syscall.SIGKILL)
+			if !awaitGone(pid, 10*time.Second) {
 				t.Fatalf("the target's background process %d outlived the run", pid)
 			}
 		})

@@ -141,6 +141,22 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
+// awaitGone waits, a bounded time, for pid to end; if it has not, it kills
+// it (so a failing test leaves nothing behind) and reports false.
+func awaitGone(pid int, within time.Duration) bool {
+	for i := time.Duration(0); i < within; i += 50 * time.Millisecond {
+		if !alive(pid) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !alive(pid) {
+		return true
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	return false
+}
+
 // TestKillingHermeticKillsTarget: whoever kills hermetic, the outside
 // world or the target itself, the target does not outlive it unfiltered.
 func TestKillingHermeticKillsTarget(t *testing.T) {
@@ -173,17 +189,9 @@ func TestKillingHermeticKillsTarget(t *testing.T) {
 			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 				t.Errorf("hermetic ended with %v, want SIGKILL", cmd.ProcessState)
 			}
-			gone := false
-			// Bounded, and generous for a loaded machine: the kernel kills the
-			// target as hermetic dies, so this normally ends on the first look.
-			for i := 0; i < 400 && !gone; i++ {
-				gone = !alive(pid)
-				if !gone {
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-			if !gone {
-				syscall.Kill(pid, syscall.SIGKILL)
+			// Generous for a loaded machine: the kernel kills the target as
+			// hermetic dies, so this normally ends on the first look.
+			if !awaitGone(pid, 20*time.Second) {
 				t.Fatalf("target %d outlived a killed hermetic", pid)
 			}
 		})
