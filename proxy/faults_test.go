@@ -11,15 +11,15 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hermetic-dev/hermetic/internal/testnet"
 	"github.com/hermetic-dev/hermetic/policy"
 )
 
 // Fault tests: what a client sees when the upstream, DNS or the client
-// itself misbehaves. Each ends with the proxy holding nothing: leakCheck
+// itself misbehaves. Each ends with the proxy holding nothing: LeakCheck
 // runs after the proxy's own cleanup. The short timeouts make the tests
 // fast; the pass criteria are only what happens, within bounded waits.
 
@@ -36,48 +36,11 @@ func (r blockingResolver) LookupNetIP(ctx context.Context, _, host string) ([]ne
 	return nil, &net.DNSError{Err: ctx.Err().Error(), Name: host, IsTimeout: true}
 }
 
-// blackhole returns the port of a loopback listener whose accept queue is
-// full and never drained: Linux drops further SYNs, so a connection to it
-// neither succeeds nor fails until the dialer gives up.
-func blackhole(t *testing.T) int {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := sa.(*syscall.SockaddrInet4).Port
-	// Fill the queue. The kernel lets backlog+1 connections complete; the
-	// fillers that do stay open, and the first that cannot connect shows
-	// the queue is full.
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
-		if err != nil {
-			break
-		}
-		t.Cleanup(func() { c.Close() })
-		if i == 16 {
-			t.Skip("cannot fill a listen queue here; no black hole for the test")
-		}
-	}
-	return port
-}
-
 // TestUpstreamResetMidTransfer: an upstream that sends part of its data and
 // then resets the connection ends the client's connection too, promptly,
 // and nothing is left behind.
 func TestUpstreamResetMidTransfer(t *testing.T) {
-	leakCheck(t)
+	testnet.LeakCheck(t)
 	reset := func(resp string) *countingListener {
 		return tcpServer(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
 			// Wait for the client's first bytes (the forwarded request, or
@@ -159,9 +122,9 @@ func TestUpstreamResetMidTransfer(t *testing.T) {
 // TestUpstreamNeverAnswers: an upstream that accepts and stays silent, or
 // never completes the TCP handshake, gives the client a timeout it can read.
 func TestUpstreamNeverAnswers(t *testing.T) {
-	leakCheck(t)
+	testnet.LeakCheck(t)
 	silent := tcpServer(t, "tcp", "127.0.0.1:0", func(c net.Conn) { io.Copy(io.Discard, c) })
-	hole := blackhole(t)
+	hole := testnet.Blackhole(t)
 	e := startProxy(t, testPolicy(), Options{IdleTimeout: 200 * time.Millisecond, Dialer: &policy.Dialer{Timeout: 300 * time.Millisecond}})
 	tests := []struct {
 		name, req, want string
@@ -188,7 +151,7 @@ func TestUpstreamNeverAnswers(t *testing.T) {
 // TestDNSTimeout: an allowed name whose lookup never returns ends with a
 // 504 that says the name did not resolve; the decision is still recorded.
 func TestDNSTimeout(t *testing.T) {
-	leakCheck(t)
+	testnet.LeakCheck(t)
 	cfg := testPolicy()
 	cfg.AllowDomains = append(cfg.AllowDomains, "slow.test")
 	e := startProxy(t, cfg, Options{Dialer: &policy.Dialer{Resolver: blockingResolver{asked: make(chan string, 1)}, Timeout: 200 * time.Millisecond}})
@@ -219,7 +182,7 @@ func TestDNSTimeout(t *testing.T) {
 // complete; the deadline is for the whole header, so trickling does not
 // extend it. Nothing is decided or dialled for it.
 func TestSlowloris(t *testing.T) {
-	leakCheck(t)
+	testnet.LeakCheck(t)
 	echo := echoServer(t)
 	e := startProxy(t, testPolicy(), Options{HandshakeTimeout: 300 * time.Millisecond})
 	for _, req := range []string{
@@ -286,7 +249,7 @@ func TestFaultsKeepServing(t *testing.T) {
 		Dialer: &policy.Dialer{Timeout: 200 * time.Millisecond}})
 	trickle(t, e.addr, "GET http://allowed.test/ HTTP/1.1\r\nHost: x\r\n\r\n", 50*time.Millisecond)
 	rawExchange(t, e.addr, "CONNECT slow.test:443 HTTP/1.1\r\n\r\n", true)
-	rawExchange(t, e.addr, fmt.Sprintf("CONNECT allowed.test:%d HTTP/1.1\r\n\r\n", blackhole(t)), true)
+	rawExchange(t, e.addr, fmt.Sprintf("CONNECT allowed.test:%d HTTP/1.1\r\n\r\n", testnet.Blackhole(t)), true)
 
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {

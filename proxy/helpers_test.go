@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -334,48 +333,6 @@ func readResponse(t testing.TB, br *bufio.Reader, method string) (*http.Response
 		t.Fatalf("reading body: %v", err)
 	}
 	return resp, string(b)
-}
-
-// leakCheck records goroutines and open descriptors now and, when the test
-// ends (after every later cleanup), waits a bounded while for both to come
-// back to that baseline.
-func leakCheck(t *testing.T) {
-	t.Helper()
-	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
-	t.Cleanup(func() {
-		var g, fd int
-		for range 100 {
-			// Spliced copies cache pipes in a sync.Pool, closed by
-			// finalizers: collect them before counting.
-			runtime.GC()
-			g, fd = runtime.NumGoroutine(), openFDs(t)
-			if g <= g0 && fd <= fd0 {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		t.Errorf("leak: goroutines %d -> %d, descriptors %d -> %d %v\n%s", g0, g, fd0, fd, fdTargets(), buf)
-	})
-}
-
-func fdTargets() []string {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	var out []string
-	for _, e := range ents {
-		l, _ := os.Readlink("/proc/self/fd/" + e.Name())
-		out = append(out, e.Name()+"="+l)
-	}
-	return out
-}
-
-func openFDs(t testing.TB) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count descriptors: %v", err)
-	}
-	return len(ents)
 }
 
 // cleanEnv is the environment for client subprocesses: the caller's,

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"github.com/hermetic-dev/hermetic/internal/testnet"
 	"io"
 	"net"
 	"net/http"
@@ -339,7 +340,7 @@ func TestMaxConns(t *testing.T) {
 // TestCloseReleasesEverything: Close ends tunnels, forwarded requests and
 // half-read headers, and leaves no goroutine or descriptor behind.
 func TestCloseReleasesEverything(t *testing.T) {
-	leakCheck(t)
+	testnet.LeakCheck(t)
 	// A hanging upstream for a forwarded request in flight.
 	hang := tcpServer(t, "tcp", "127.0.0.1:0", func(c net.Conn) { io.Copy(io.Discard, c) })
 	echo := echoServer(t)

@@ -5,77 +5,21 @@ package socks
 import (
 	"context"
 	"fmt"
+	"github.com/hermetic-dev/hermetic/internal/testnet"
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
 
 // Fault tests: what a client sees when the upstream, DNS or the client
-// itself misbehaves. Each ends with nothing held: leakCheck runs after the
+// itself misbehaves. Each ends with nothing held: LeakCheck runs after the
 // proxy's own cleanup. Short timeouts make them fast; the pass criteria are
 // only what happens, within bounded waits.
-
-// leakCheck records goroutines and descriptors now and, when the test ends
-// (after every later cleanup), waits a bounded while for both to return.
-func leakCheck(t *testing.T) {
-	t.Helper()
-	runtime.GC()
-	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
-	t.Cleanup(func() {
-		var g, fd int
-		for range 100 {
-			runtime.GC()
-			g, fd = runtime.NumGoroutine(), openFDs(t)
-			if g <= g0 && fd <= fd0 {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		buf := make([]byte, 1<<20)
-		t.Errorf("leak: goroutines %d -> %d, descriptors %d -> %d\n%s", g0, g, fd0, fd, buf[:runtime.Stack(buf, true)])
-	})
-}
-
-// blackhole returns the port of a loopback listener whose accept queue is
-// full and never drained: Linux drops further SYNs, so a connection to it
-// neither succeeds nor fails until the dialer gives up.
-func blackhole(t *testing.T) uint16 {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := sa.(*syscall.SockaddrInet4).Port
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
-		if err != nil {
-			break
-		}
-		t.Cleanup(func() { c.Close() })
-		if i == 16 {
-			t.Skip("cannot fill a listen queue here; no black hole for the test")
-		}
-	}
-	return uint16(port)
-}
 
 // resetter is a loopback server that reads the client's first bytes,
 // answers "partial" and resets the connection.
@@ -108,7 +52,7 @@ func resetter(t *testing.T) uint16 {
 // TestUpstreamResetMidTransfer: the client's tunnel ends promptly when the
 // upstream resets it, after what the upstream did send.
 func TestUpstreamResetMidTransfer(t *testing.T) {
-	leakCheck(t)
+	testnet.LeakCheck(t)
 	port := resetter(t)
 	p := startProxy(t, allowedSetup())
 	c := dialProxy(t, p.addr)
@@ -137,8 +81,8 @@ func blockingLookup(ctx context.Context, _ string, _ int) []netip.Addr {
 // "TTL expired", the code SOCKS clients take for a timeout) once the
 // dialer's deadline passes, and the log says what timed out.
 func TestUpstreamTimeouts(t *testing.T) {
-	leakCheck(t)
-	hole := blackhole(t)
+	testnet.LeakCheck(t)
+	hole := uint16(testnet.Blackhole(t))
 	su := allowedSetup()
 	su.cfg.AllowDomains = append(su.cfg.AllowDomains, "slow.test")
 	su.res.answer = func(ctx context.Context, host string, call int) []netip.Addr {
@@ -195,7 +139,7 @@ func TestUpstreamTimeouts(t *testing.T) {
 // request one byte at a time, slower than the handshake deadline allows, is
 // disconnected before it finishes; nothing is decided or dialled for it.
 func TestSlowloris(t *testing.T) {
-	leakCheck(t)
+	testnet.LeakCheck(t)
 	b := startBackend(t, "tcp4", "127.0.0.1:0")
 	for _, auth := range []bool{false, true} {
 		t.Run(fmt.Sprintf("credentials=%v", auth), func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/net/proxy"
 
+	"github.com/hermetic-dev/hermetic/internal/testnet"
 	"github.com/hermetic-dev/hermetic/policy"
 )
 
@@ -563,7 +564,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 	su.cfg.AllowDomains = append(su.cfg.AllowDomains, "slow.test")
 
 	runtime.GC()
-	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	goroutines, fds := runtime.NumGoroutine(), testnet.OpenFDs(t)
 
 	p := startProxy(t, su)
 	var clients []net.Conn
@@ -612,7 +613,7 @@ func TestCloseLeaksNothing(t *testing.T) {
 
 	var g, f int
 	for range 200 {
-		g, f = runtime.NumGoroutine(), openFDs(t)
+		g, f = runtime.NumGoroutine(), testnet.OpenFDs(t)
 		if g <= goroutines && f <= fds {
 			return
 		}
@@ -621,14 +622,6 @@ func TestCloseLeaksNothing(t *testing.T) {
 	buf := make([]byte, 1<<20)
 	t.Fatalf("after Close: %d goroutines (was %d), %d descriptors (was %d)\n%s",
 		g, goroutines, f, fds, buf[:runtime.Stack(buf, true)])
-}
-
-func openFDs(t *testing.T) int {
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count descriptors: %v", err)
-	}
-	return len(entries)
 }
 
 // TestDialErrors: allowed destinations that cannot be reached get the RFC
