@@ -1,11 +1,10 @@
 package integration
 
 import (
-	"archive/zip"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/hermetic-dev/hermetic/internal/testnet"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -143,23 +142,7 @@ func TestGitCloneHTTP(t *testing.T) {
 	if _, err := os.Stat(backend); err != nil {
 		t.Skip("skipped: git-http-backend is not installed (it comes with git)")
 	}
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	gitEnv := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	for _, c := range [][]string{
-		{"git", "init", "-q", "-b", "main", work},
-		{"sh", "-c", "echo hermetic > " + filepath.Join(work, "README")},
-		{"git", "-C", work, "add", "README"},
-		{"git", "-C", work, "commit", "-q", "-m", "first"},
-		{"git", "clone", "-q", "--bare", work, filepath.Join(root, "repo.git")},
-	} {
-		cmd := exec.Command(c[0], c[1:]...)
-		cmd.Env = gitEnv
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", c, err, out)
-		}
-	}
+	root := bareRepo(t)
 	port := server(t, &cgi.Handler{
 		Path: backend,
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
@@ -182,38 +165,9 @@ func TestGitCloneHTTP(t *testing.T) {
 	mustContain(t, r, "other.test:"+port+" reason=not-allowlisted")
 }
 
-// wheel builds a minimal valid wheel for package name at version 0.1.
-func wheel(t *testing.T, name string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	z := zip.NewWriter(&buf)
-	info := name + "-0.1.dist-info/"
-	files := []struct{ name, body string }{
-		{name + "/__init__.py", "VALUE = 1\n"},
-		{info + "METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: 0.1\n"},
-		{info + "WHEEL", "Wheel-Version: 1.0\nGenerator: hermetic-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var record strings.Builder
-	for _, f := range files {
-		w, err := z.Create(f.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(f.body))
-		fmt.Fprintf(&record, "%s,,\n", f.name)
-	}
-	fmt.Fprintf(&record, "%sRECORD,,\n", info)
-	w, _ := z.Create(info + "RECORD")
-	w.Write([]byte(record.String()))
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // simpleIndex serves a PEP 503 simple index holding one wheel.
 func simpleIndex(t *testing.T, name string) string {
-	whl := wheel(t, name)
+	whl := testnet.Wheel(t, name)
 	file := name + "-0.1-py3-none-any.whl"
 	sum := sha256.Sum256(whl)
 	mux := http.NewServeMux()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/hermetic-dev/hermetic/internal/testnet"
 	"net"
 	"os"
 	"os/exec"
@@ -15,27 +16,7 @@ import (
 )
 
 // bareRepo makes root/repo.git with one commit of README = "hermetic\n".
-func bareRepo(t *testing.T) string {
-	t.Helper()
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	gitEnv := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	for _, c := range [][]string{
-		{"git", "init", "-q", "-b", "main", work},
-		{"sh", "-c", "echo hermetic > " + filepath.Join(work, "README")},
-		{"git", "-C", work, "add", "README"},
-		{"git", "-C", work, "commit", "-q", "-m", "first"},
-		{"git", "clone", "-q", "--bare", work, filepath.Join(root, "repo.git")},
-	} {
-		cmd := exec.Command(c[0], c[1:]...)
-		cmd.Env = gitEnv
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", c, err, out)
-		}
-	}
-	return root
-}
+func bareRepo(t *testing.T) string { return testnet.BareRepo(t, os.Environ()) }
 
 func freePort(t *testing.T) string {
 	t.Helper()

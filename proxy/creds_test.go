@@ -1,14 +1,13 @@
 package proxy
 
 import (
-	"archive/zip"
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"github.com/hermetic-dev/hermetic/internal/testnet"
 	"io"
 	"net"
 	"net/http"
@@ -298,24 +297,9 @@ func gitRepo(t *testing.T) (root string, env []string) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	root = t.TempDir()
-	work := filepath.Join(root, "work")
 	env = cleanEnv("GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	for _, c := range [][]string{
-		{"git", "init", "-q", "-b", "main", work},
-		{"sh", "-c", "echo hermetic > " + filepath.Join(work, "README")},
-		{"git", "-C", work, "add", "README"},
-		{"git", "-C", work, "commit", "-q", "-m", "first"},
-		{"git", "clone", "-q", "--bare", work, filepath.Join(root, "repo.git")},
-	} {
-		cmd := exec.Command(c[0], c[1:]...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", c, err, out)
-		}
-	}
-	return root, env
+	return testnet.BareRepo(t, env), env
 }
 
 // serveHTTP serves h on loopback until the test ends and returns its port.
@@ -397,35 +381,6 @@ func TestCredentialsGit(t *testing.T) {
 	}
 }
 
-// wheel builds a minimal valid wheel for package name at version 0.1.
-func wheel(t *testing.T, name string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	z := zip.NewWriter(&buf)
-	info := name + "-0.1.dist-info/"
-	files := []struct{ name, body string }{
-		{name + "/__init__.py", "VALUE = 1\n"},
-		{info + "METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: 0.1\n"},
-		{info + "WHEEL", "Wheel-Version: 1.0\nGenerator: hermetic-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var record strings.Builder
-	for _, f := range files {
-		w, err := z.Create(f.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(w, f.body)
-		fmt.Fprintf(&record, "%s,,\n", f.name)
-	}
-	fmt.Fprintf(&record, "%sRECORD,,\n", info)
-	w, _ := z.Create(info + "RECORD")
-	io.WriteString(w, record.String())
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // TestCredentialsPip: pip download through the proxy with the credentials
 // in --proxy, from a loopback PEP 503 index; without them pip fails.
 func TestCredentialsPip(t *testing.T) {
@@ -436,7 +391,7 @@ func TestCredentialsPip(t *testing.T) {
 		t.Skip("pip is not installed")
 	}
 	const name = "tinypkg"
-	whl := wheel(t, name)
+	whl := testnet.Wheel(t, name)
 	file := name + "-0.1-py3-none-any.whl"
 	sum := sha256.Sum256(whl)
 	var served atomic.Int64

@@ -1,6 +1,7 @@
-// Package testnet holds loopback fixtures that the proxies' tests share:
-// a leak check on goroutines and descriptors, and a listener that never
-// completes a connection. It is imported by tests only.
+// Package testnet holds the fixtures that tests of several packages share:
+// a leak check on goroutines and descriptors, a listener that never
+// completes a connection, a wheel for a loopback package index and a bare
+// git repository. It is imported by tests only.
 package testnet
 
 import (
